@@ -1,0 +1,345 @@
+"""The backward engine: run a graph's nodes in dependency order, accumulate leaf gradients,
+free saved buffers unless ``retain_graph``, and answer ``autograd.grad``.
+
+Gradients flow as Tensors through the op table's formulas (so ``create_graph=True`` simply
+means "run them with grad mode on", and a tracer sees every backward op go by).
+"""
+
+from __future__ import annotations
+
+import heapq
+import weakref
+
+import numpy as np
+
+from staticgrad.autograd.grad_mode import GradMode
+from staticgrad.autograd.node import AccumulateGrad, grad_accumulator
+from staticgrad.dispatch import F
+from staticgrad.tensor import Tensor
+
+
+def _root_edge(t: Tensor, index: int):
+    if t.grad_fn is not None:
+        return t.grad_fn, t._output_nr
+    if t._requires_grad:
+        return grad_accumulator(t), 0
+    raise RuntimeError(f"element {index} of tensors does not require grad and does not have a grad_fn")
+
+
+def _root_grads(tensors, grads):
+    """(gradient, owned) for each root; implicit ones are created for one-element outputs."""
+    out = []
+    for i, t in enumerate(tensors):
+        g = None if grads is None else grads[i]
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if t._data.dtype.kind != "f":
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs")
+            out.append((F.full(shape=t._data.shape, value=1.0, dtype=t._data.dtype), True))
+            continue
+        if not isinstance(g, Tensor):
+            from staticgrad.creation import tensor
+
+            g = tensor(g, dtype=t.dtype)
+        if g._data.shape != t._data.shape:
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g._data.shape)} and "
+                               f"output[{i}] has a shape of {list(t._data.shape)}.")
+        out.append((g, False))
+    return out
+
+
+def _as_tuple(x):
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+    """Accumulate d(tensors)/d(leaf) into every reachable leaf's ``.grad`` (or only into ``inputs``)."""
+    tensors = _as_tuple(tensors)
+    grad_tensors = _as_tuple(grad_tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = [_root_edge(t, i) for i, t in enumerate(tensors)]
+    root_grads = _root_grads(tensors, grad_tensors)
+    targets = None
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        targets = [_input_edge(t) for t in inputs]
+    _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         materialize_grads=False):
+    """d(outputs)/d(inputs), returned instead of accumulated into ``.grad``."""
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    grad_outputs = _as_tuple(grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    roots = [_root_edge(t, i) for i, t in enumerate(outputs)]
+    root_grads = _root_grads(outputs, grad_outputs)
+    targets = [_input_edge(t) for t in inputs]
+    captured = _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=False)
+    results = []
+    for t, edge in zip(inputs, targets):
+        g = captured.get(edge)
+        if g is None:
+            if materialize_grads:
+                g = F.zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                                   "Set allow_unused=True if this is the desired behavior.")
+        results.append(g)
+    return tuple(results)
+
+
+def _input_edge(t: Tensor):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
+    if t.grad_fn is not None:
+        return t.grad_fn, t._output_nr
+    if not t._requires_grad:
+        raise RuntimeError("One of the differentiated Tensors does not require grad")
+    return grad_accumulator(t), 0
+
+
+def _discover(root_nodes):
+    """Dependency counts (one per edge) of every node reachable from the roots."""
+    deps = {}
+    seen = set(root_nodes)
+    stack = list(seen)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                deps[nxt] = deps.get(nxt, 0) + 1
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+    return deps
+
+
+def _nodes_to_execute(root_nodes, target_nodes):
+    """Nodes with a path to a target through their inputs: only these run when targets are given."""
+    reaches = {}
+    stack = [(n, False) for n in root_nodes]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            reaches[node] = node in target_nodes or any(
+                reaches.get(n, False) for n, _ in node.next_functions if n is not None)
+            continue
+        if node in reaches:
+            continue
+        stack.append((node, True))
+        for n, _ in node.next_functions:
+            if n is not None and n not in reaches:
+                stack.append((n, False))
+    return {node for node in reaches if any(reaches.get(n, False) for n, _ in node.next_functions if n is not None)}
+
+
+def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tensors, accumulate):
+    root_nodes = list(dict.fromkeys(node for node, _ in roots))
+    deps = _discover(root_nodes)
+    execute = None
+    capture = {}
+    accumulate_only = None
+    if targets is not None:
+        execute = _nodes_to_execute(root_nodes, {node for node, _ in targets})
+        if accumulate:
+            accumulate_only = {edge: t for edge, t in zip(targets, target_tensors)}
+        else:
+            capture = {edge: None for edge in targets}
+
+    buffers = {}
+    for (node, nr), (g, owned) in zip(roots, root_grads):
+        _add_to_buffer(buffers.setdefault(node, {}), nr, g, owned)
+    ready = []
+    counter = 0
+    for node in root_nodes:
+        if deps.get(node, 0) == 0:
+            heapq.heappush(ready, (-node._seq, counter, node))
+            counter += 1
+
+    previous_mode = GradMode.enabled
+    GradMode.enabled = create_graph
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            buf = buffers.pop(node, {})
+            if node._pre_hooks:
+                _run_pre_hooks(node, buf)
+            if type(node) is not AccumulateGrad and node._retain_grad_refs:
+                _retain_grads(node, buf)
+            if capture:
+                for nr, (g, _) in buf.items():
+                    if (node, nr) in capture:
+                        capture[(node, nr)] = g
+            if type(node) is AccumulateGrad:
+                entry = buf.get(0)
+                if entry is not None and accumulate:
+                    if accumulate_only is None or (node, 0) in accumulate_only:
+                        _accumulate_into_leaf(node.variable, entry[0], entry[1])
+                continue
+            if accumulate_only is not None:
+                for nr, (g, owned) in buf.items():
+                    t = accumulate_only.get((node, nr))
+                    if t is not None:
+                        _accumulate_into_nonleaf(t, g)
+            if execute is not None and node not in execute:
+                continue
+            grads_in = [buf[i][0] if i in buf else None for i in range(node._n_outputs)]
+            grads_out = apply_node(node, grads_in) if any(g is not None for g in grads_in) else None
+            if not retain_graph:
+                node.release()
+            if node._post_hooks and grads_out is not None:
+                for hook in node._post_hooks:
+                    hook(grads_out, tuple(grads_in))
+            for i, (nxt, nr) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                g = grads_out[i] if grads_out is not None else None
+                if g is not None:
+                    g, owned = _validate(node, i, g, grads_in, grads_out)
+                    _add_to_buffer(buffers.setdefault(nxt, {}), nr, g, owned)
+                remaining = deps[nxt] - 1
+                deps[nxt] = remaining
+                if remaining == 0:
+                    heapq.heappush(ready, (-nxt._seq, counter, nxt))
+                    counter += 1
+    finally:
+        GradMode.enabled = previous_mode
+    return capture
+
+
+def apply_node(node, grads_in):
+    """Run one node's backward formula: gradients for each of its op's inputs."""
+    saved = node.unpack_saved()
+    needs = tuple(meta is not None for meta in node._input_meta)
+    grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)
+    result = node.op.backward(F, grad, saved, node.attrs, needs)
+    return result
+
+
+def _validate(node, index, g, grads_in, grads_out):
+    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
+    owned = True
+    for other in grads_in:
+        if other is g:
+            owned = False
+    for j in range(index):
+        if grads_out[j] is g:
+            owned = False
+    meta = node._input_meta[index]
+    if meta is None:
+        return g, owned
+    shape, dtype = meta
+    if g._data.shape != shape:
+        try:
+            expandable = np.broadcast_shapes(shape, g._data.shape) == g._data.shape
+        except ValueError:
+            expandable = False
+        if not expandable:
+            raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {index} - got "
+                               f"{list(g._data.shape)} but expected shape compatible with {list(shape)}")
+        g, owned = F.sum_to_size(g, shape=shape), True
+    if g._data.dtype != dtype:
+        g, owned = F.to_dtype(g, dtype=dtype, self_dtype=g._data.dtype), True
+    return g, owned
+
+
+def _add_to_buffer(buf: dict, nr: int, g: Tensor, owned: bool) -> None:
+    existing = buf.get(nr)
+    if existing is None:
+        buf[nr] = (g, owned)
+    else:
+        buf[nr] = (existing[0] + g, True)
+
+
+def _run_pre_hooks(node, buf: dict) -> None:
+    for output_nr, hook in list(node._pre_hooks):
+        if output_nr is None:
+            grads = tuple(buf[i][0] if i in buf else None for i in range(node._n_outputs))
+            result = hook(grads)
+            if result is not None:
+                for i, g in enumerate(result):
+                    if g is not None:
+                        buf[i] = (g, False)
+            continue
+        entry = buf.get(output_nr)
+        if entry is None:
+            continue
+        result = hook(entry[0])
+        if result is not None:
+            buf[output_nr] = (result, False)
+        else:
+            buf[output_nr] = (entry[0], False)
+
+
+def _retain_grads(node, buf: dict) -> None:
+    for output_nr, ref in node._retain_grad_refs:
+        t = ref()
+        entry = buf.get(output_nr)
+        if t is None or entry is None:
+            continue
+        _accumulate_into_nonleaf(t, entry[0])
+
+
+def _accumulate_into_nonleaf(t: Tensor, g: Tensor) -> None:
+    if t._grad is None:
+        t._grad = F.clone(g) if not GradMode.enabled else g
+    else:
+        t._grad = t._grad + g
+
+
+def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:
+    """AccumulateGrad: steal a fresh gradient, clone a shared one, add into an existing one."""
+    if variable._hooks:
+        for hook in list(variable._hooks):
+            result = hook(g)
+            if result is not None:
+                g = result
+            owned = False
+    current = variable.grad
+    if current is None:
+        data = g._data
+        if (not GradMode.enabled and owned and g._base is None and data.flags.c_contiguous
+                and data.flags.writeable and data.dtype == variable._data.dtype):
+            variable.grad = g
+        else:
+            variable.grad = F.clone(g)
+    elif not GradMode.enabled:
+        current.add_(g)
+    else:
+        variable.grad = current + g
+
+
+def register_tensor_hook(t: Tensor, hook):
+    if not t._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t.grad_fn is None:
+        if t._hooks is None:
+            t._hooks = []
+        t._hooks.append(hook)
+        from staticgrad.autograd.node import _RemovableHandle
+
+        return _RemovableHandle(t._hooks, hook)
+    return t.grad_fn._add_pre_hook(t._output_nr, hook)
+
+
+def retain_grad(t: Tensor) -> None:
+    if t._retains_grad:
+        return
+    t._retains_grad = True
+    node = t.grad_fn
+    if node._retain_grad_refs is None:
+        node._retain_grad_refs = []
+    node._retain_grad_refs.append((t._output_nr, weakref.ref(t)))

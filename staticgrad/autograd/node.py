@@ -1,0 +1,264 @@
+"""Backward-graph nodes (what ``tensor.grad_fn`` is) and the buffers they save.
+
+A ``Node`` keeps exactly the slots its op's record asks for. Backward frees the tensor slots
+unless ``retain_graph=True``; reading a freed slot raises PyTorch's "backward through the
+graph a second time" error, and reading a slot whose tensor was changed in place since it was
+saved raises the "modified by an inplace operation" error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+
+from staticgrad._state import Tracing
+from staticgrad.errors import BACKWARD_TWICE, modified_inplace_message
+
+_sequence = itertools.count()
+
+
+class SavedTensor:
+    """A tensor a node saved: an input (held as is) or an output (held as its array, so that the
+    output -> grad_fn -> saved output cycle never forms; rebuilt with its grad_fn on unpack)."""
+
+    __slots__ = ("tensor", "array", "version_counter", "version", "output_nr", "trace_value")
+
+    def __init__(self, tensor, is_output: bool):
+        self.version_counter = tensor._version_counter
+        self.version = tensor._version_counter[0]
+        self.trace_value = None
+        if is_output:
+            self.tensor = None
+            self.array = tensor._data
+            self.output_nr = tensor._output_nr
+            tracer = Tracing.tracer
+            if tracer is not None:
+                self.trace_value = tracer.value_of(tensor)
+        else:
+            self.tensor = tensor
+            self.array = None
+            self.output_nr = 0
+
+    @property
+    def nbytes(self) -> int:
+        array = self.array if self.tensor is None else self.tensor._data
+        return int(array.nbytes)
+
+    @property
+    def data(self):
+        return self.array if self.tensor is None else self.tensor._data
+
+    def unpack(self, node):
+        current = self.version_counter[0]
+        if current != self.version:
+            data = self.data
+            raise RuntimeError(modified_inplace_message(_type_name(data.dtype), data.shape, current, self.version))
+        if self.tensor is not None:
+            return self.tensor
+        from staticgrad.tensor import Tensor
+
+        t = Tensor._make(self.array, True, node)
+        t._output_nr = self.output_nr
+        t._version_counter = self.version_counter
+        tracer = Tracing.tracer
+        if tracer is not None and self.trace_value is not None:
+            tracer.on_unpack(t, self.trace_value)
+        return t
+
+
+def _type_name(np_dtype) -> str:
+    from staticgrad.ops.dtypes import from_numpy_dtype
+
+    return "staticgrad." + from_numpy_dtype(np_dtype).tensor_type
+
+
+class Node:
+    """One backward function in the graph: PyTorch's ``MulBackward0`` and friends."""
+
+    __slots__ = ("op", "attrs", "next_functions", "_input_meta", "_saved", "_freeable", "_released",
+                 "_seq", "_pre_hooks", "_post_hooks", "_retain_grad_refs", "metadata", "_n_outputs", "__weakref__")
+
+    def __init__(self, op, attrs, next_functions, input_meta, n_outputs: int = 1):
+        self.op = op
+        self.attrs = attrs
+        self.next_functions = next_functions
+        self._input_meta = input_meta
+        self._saved = None
+        self._freeable = ()
+        self._released = False
+        self._seq = next(_sequence)
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._retain_grad_refs = None
+        self.metadata = None
+        self._n_outputs = n_outputs
+
+    def name(self) -> str:
+        return self.op.grad_node_name(self.attrs)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    # ---- saved values ------------------------------------------------------------------------
+
+    def unpack_saved(self) -> dict:
+        if self._released and self._freeable:
+            raise RuntimeError(BACKWARD_TWICE)
+        saved = self._saved
+        if not saved:
+            return {}
+        return {name: value.unpack(self) if type(value) is SavedTensor else value for name, value in saved.items()}
+
+    def release(self) -> None:
+        """Drop the freeable slots (what ``backward`` without ``retain_graph`` does)."""
+        self._released = True
+        saved = self._saved
+        if saved and self._freeable:
+            for name in self._freeable:
+                saved.pop(name, None)
+            if not saved:
+                self._saved = None
+
+    def saved_slots(self) -> list:
+        """(name, value-or-SavedTensor, freeable, freed) for every slot the op declares and saved."""
+        rows = []
+        saved = self._saved or {}
+        declared = {s.name: s for s in self.op.saves}
+        for name in self._saved_names():
+            freeable = declared[name].freed
+            if name in saved:
+                rows.append((name, saved[name], freeable, False))
+            elif self._released and freeable:
+                rows.append((name, None, freeable, True))
+        return rows
+
+    def _saved_names(self):
+        names = list(self._saved or ())
+        names += [n for n in self._freeable if n not in names]
+        return names
+
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            key = name[len("_saved_"):]
+            declared = {s.name for s in self.op.saves}
+            if key in declared:
+                saved = self._saved or {}
+                if key in saved:
+                    value = saved[key]
+                    return value.unpack(self) if type(value) is SavedTensor else value
+                if self._released and key in self._freeable:
+                    raise RuntimeError(BACKWARD_TWICE)
+                return None
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    # ---- hooks ------------------------------------------------------------------------------
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node computes its input gradients."""
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(fn)
+        return _RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node; it may return replacement gradients."""
+        return self._add_pre_hook(None, fn)
+
+    def _add_pre_hook(self, output_nr, fn):
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        entry = (output_nr, fn)
+        self._pre_hooks.append(entry)
+        return _RemovableHandle(self._pre_hooks, entry)
+
+    def __call__(self, *grads):
+        from staticgrad.autograd.engine import apply_node
+
+        result = apply_node(self, list(grads))
+        return result[0] if len(result) == 1 else result
+
+
+class AccumulateGrad:
+    """The node that adds an incoming gradient into a leaf tensor's ``.grad``."""
+
+    __slots__ = ("variable", "_seq", "_pre_hooks", "_post_hooks", "metadata", "__weakref__")
+    next_functions = ()
+    _released = False
+    _n_outputs = 1
+
+    def __init__(self, variable):
+        self.variable = variable
+        self._seq = float("inf")
+        self._pre_hooks = None
+        self._post_hooks = None
+        self.metadata = None
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+    def saved_slots(self) -> list:
+        return []
+
+    def register_hook(self, fn):
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(fn)
+        return _RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        entry = (None, fn)
+        self._pre_hooks.append(entry)
+        return _RemovableHandle(self._pre_hooks, entry)
+
+
+def grad_accumulator(tensor) -> AccumulateGrad:
+    """The leaf's AccumulateGrad node, made once and held weakly by the tensor (as PyTorch does)."""
+    ref = tensor._grad_acc
+    node = ref() if ref is not None else None
+    if node is None:
+        node = AccumulateGrad(tensor)
+        tensor._grad_acc = weakref.ref(node)
+    return node
+
+
+class _RemovableHandle:
+    __slots__ = ("_owner", "_entry")
+
+    def __init__(self, owner: list, entry):
+        self._owner = owner
+        self._entry = entry
+
+    def remove(self) -> None:
+        try:
+            self._owner.remove(self._entry)
+        except ValueError:
+            pass
+
+
+class ReleasedNode(Node):
+    """The grad_fn of a tensor a replay returns: it has the name of the node the eager call
+    built, and like that node after backward its saved buffers are gone."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        Node.__init__(self, None, {}, (), ())
+        self._name = name
+        self._released = True
+        self._freeable = ("replayed",)
+
+    def name(self) -> str:
+        return self._name
+
+    def unpack_saved(self) -> dict:
+        raise RuntimeError(BACKWARD_TWICE)
+
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            raise RuntimeError(BACKWARD_TWICE)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")

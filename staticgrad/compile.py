@@ -1,0 +1,210 @@
+"""``@staticgrad.compile``: record a function on its first call, replay the recording after.
+
+A call's signature (argument shapes, dtypes, requires_grad, grad mode, Python values) picks the
+cached plans; each plan's guards (captured tensors, ``.grad`` states, optimizer structure,
+module modes, globals the function reads) decide whether it may replay. Anything else traces:
+the call runs eagerly while the tracer records it. A replay leaves exactly eager's observable
+state: outputs, parameters, ``.grad``, optimizer state.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import types
+import warnings
+from dataclasses import dataclass
+
+from staticgrad._state import Epoch, Tracing
+from staticgrad.autograd.grad_mode import GradMode
+from staticgrad.compiler.passes import run_pipeline
+from staticgrad.compiler.planner import plan_program
+from staticgrad.errors import TraceError
+from staticgrad.plan import Plan
+from staticgrad.runtime.executor import Interpreter
+from staticgrad.tensor import Tensor
+from staticgrad.tracing import Tracer
+
+FALLBACKS = ("error", "eager")
+
+
+@dataclass
+class CompileStats:
+    traces: int = 0
+    replays: int = 0
+    fallbacks: int = 0
+    compile_seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        return (f"CompileStats(traces={self.traces}, replays={self.replays}, fallbacks={self.fallbacks}, "
+                f"compile_seconds={self.compile_seconds:.3f})")
+
+
+def compile(fn=None, *, fallback: str = "error"):
+    """Compile ``fn`` (a model function or a whole training step) for record-and-replay.
+
+    ``fallback="error"`` raises ``staticgrad.TraceError`` when a call does something a replay
+    cannot repeat; ``fallback="eager"`` runs such calls eagerly instead (warning once)."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    if fn is None:
+        return functools.partial(compile, fallback=fallback)
+    return CompiledFunction(fn, fallback)
+
+
+class CompiledFunction:
+    def __init__(self, fn, fallback: str):
+        self.fn = fn
+        self.fallback = fallback
+        self.stats = CompileStats()
+        self._cache: dict = {}
+        self._warned = False
+        self._name = getattr(fn, "__qualname__", repr(fn))
+        functools.update_wrapper(self, fn)
+
+    @property
+    def plans(self) -> list:
+        """Every plan traced so far, one per signature (and per guard state) seen."""
+        return [plan for entries in self._cache.values() for plan in entries]
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    def __call__(self, *args, **kwargs):
+        if Tracing.tracer is not None:
+            return self.fn(*args, **kwargs)
+        key, flat, keep = signature(args, kwargs)
+        entries = self._cache.get(key)
+        if entries:
+            for plan in entries:
+                if plan.failure is not None:
+                    self.stats.fallbacks += 1
+                    return self.fn(*args, **kwargs)
+                if plan.replayable and plan.guards_hold(flat):
+                    self.stats.replays += 1
+                    return plan.replay(flat)
+        return self._trace(key, args, kwargs, flat, keep)
+
+    def _trace(self, key, args, kwargs, flat, keep):
+        started = time.perf_counter()
+        epoch = Epoch.value  # the call may change guarded state: its plan re-checks before a first replay
+        tracer = Tracer(self.fallback, self._name)
+        for i, t in enumerate(flat):
+            tracer.add_input(t, i)
+        previous = Tracing.tracer
+        Tracing.tracer = tracer
+        try:
+            out = self.fn(*args, **kwargs)
+        finally:
+            Tracing.tracer = previous
+        flat_out, tree = flatten_outputs(out)
+        record = tracer.finish(flat_out)
+        self.stats.traces += 1
+        entries = self._cache.setdefault(key, [])
+        if record.failure is not None:
+            entries.insert(0, Plan.failed(record, key))
+            self._fall_back(record.failure)
+            self.stats.compile_seconds += time.perf_counter() - started
+            return out
+        graph, report = run_pipeline(record.graph)
+        program = plan_program(graph)
+        plan = Plan(record, graph, program, Interpreter(program), tree, key, keep, _global_guards(self.fn),
+                    report, epoch)
+        if record.escapes:
+            previous_escaped = bool(entries) and entries[0].escaped
+            plan.mark_escaped(record.escapes)
+            if previous_escaped:
+                reason = (f"{record.escapes[0]} made inside the function is still referenced after it returned "
+                          "(kept in outside state), and a replay would not update it; return it instead")
+                plan.failure = reason
+                entries.insert(0, plan)
+                self.stats.compile_seconds += time.perf_counter() - started
+                self._fall_back(reason)
+                return out
+        entries.insert(0, plan)
+        self.stats.compile_seconds += time.perf_counter() - started
+        return out
+
+    def _fall_back(self, reason: str) -> None:
+        if self.fallback == "error":
+            raise TraceError(f"staticgrad.compile({self._name}): {reason}. (Or compile with fallback=\"eager\" to "
+                             "run such calls eagerly.)")
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"staticgrad.compile({self._name}) runs eagerly for these inputs: {reason}",
+                          RuntimeWarning, stacklevel=3)
+
+    def __repr__(self) -> str:
+        return f"<staticgrad.compile of {self._name}: {len(self.plans)} plan(s), {self.stats}>"
+
+
+# ---- signatures -----------------------------------------------------------------------------------
+
+_PLAIN = (bool, int, float, str, bytes, type(None))
+
+
+def signature(args: tuple, kwargs: dict):
+    """(hashable key, flat list of argument tensors, objects the key names by identity)."""
+    if not kwargs:
+        for a in args:
+            if type(a) is not Tensor:
+                break
+        else:
+            key = (GradMode.enabled,) + tuple((a._data.shape, a._data.dtype, a._requires_grad) for a in args)
+            return key, list(args), ()
+    flat, keep = [], []
+    key = (GradMode.enabled, _describe(args, flat, keep), _describe(kwargs, flat, keep))
+    return key, flat, tuple(keep)
+
+
+def _describe(obj, flat: list, keep: list):
+    if isinstance(obj, Tensor):
+        flat.append(obj)
+        return ("T", obj._data.shape, obj._data.dtype, obj._requires_grad)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__,) + tuple(_describe(x, flat, keep) for x in obj)
+    if isinstance(obj, dict):
+        return ("dict",) + tuple((k, _describe(v, flat, keep)) for k, v in obj.items())
+    if isinstance(obj, _PLAIN):
+        return (type(obj).__name__, obj)
+    keep.append(obj)
+    return ("id", id(obj))
+
+
+def flatten_outputs(out):
+    """Outputs as a flat list of leaves and a tree to rebuild them from."""
+    flat = []
+
+    def walk(obj):
+        if isinstance(obj, (list, tuple)) and not isinstance(obj, Tensor):
+            items = [walk(x) for x in obj]
+            if hasattr(obj, "_fields"):
+                return ("namedtuple", type(obj), items)
+            return (type(obj), items)
+        if isinstance(obj, dict):
+            return (dict, [(k, walk(v)) for k, v in obj.items()])
+        flat.append(obj)
+        return len(flat) - 1
+
+    return flat, walk(out)
+
+
+def _global_guards(fn) -> list:
+    """Identity guards on the globals and closure cells ``fn`` reads (modules excepted)."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    guards = []
+    namespace = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in namespace and not isinstance(namespace[name], types.ModuleType):
+            guards.append((namespace, name, namespace[name]))
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            guards.append((cell, None, cell.cell_contents))
+        except ValueError:
+            pass
+    return guards

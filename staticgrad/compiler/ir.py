@@ -1,0 +1,185 @@
+"""The static program: values and ops in schedule order, built from a tape, rebuilt by passes.
+
+``Value`` and ``Op`` are frozen, slotted records. A ``Graph`` lists its ops in the order a
+replay runs them; values come from outside (``input``: call arguments, ``captured``: tensors
+read by reference such as parameters and optimizer state, ``constant``) or from an op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from staticgrad.ops import OPS
+
+VALUE_KINDS = ("input", "captured", "constant", "op")
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarSlot:
+    """An attribute a replay reads afresh each call (e.g. an optimizer's ``lr``)."""
+
+    index: int
+
+    def __repr__(self) -> str:
+        return f"scalar[{self.index}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    id: int
+    shape: tuple
+    dtype: str
+    kind: str
+
+    def __post_init__(self):
+        if self.kind not in VALUE_KINDS:
+            raise ValueError(f"value %{self.id}: kind {self.kind!r} is not one of {VALUE_KINDS}")
+
+    @property
+    def nbytes(self) -> int:
+        n = np.dtype(self.dtype).itemsize
+        for d in self.shape:
+            n *= d
+        return int(n)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    op: str
+    inputs: tuple
+    outputs: tuple
+    attrs: tuple = ()  # sorted (name, value) pairs; values hashable
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"unknown op {self.op!r}")
+
+    @property
+    def attr_dict(self) -> dict:
+        return dict(self.attrs)
+
+    @property
+    def opdef(self):
+        return OPS[self.op]
+
+
+def freeze_attrs(attrs: dict) -> tuple:
+    """Attributes as a sorted tuple of pairs, lists turned into tuples so the result hashes."""
+    return tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+
+
+def _freeze(v: Any):
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, tuple):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.dtype):
+        return v
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+@dataclass
+class Graph:
+    """A recorded program. ``results`` are the values a caller gets back (outputs, new
+    gradients); ``writebacks`` maps a value to the captured value whose storage it must
+    overwrite in place (parameter updates, optimizer state)."""
+
+    values: dict = field(default_factory=dict)
+    ops: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)
+    captured: list = field(default_factory=list)
+    constants: dict = field(default_factory=dict)
+    n_scalars: int = 0
+    results: list = field(default_factory=list)
+    writebacks: list = field(default_factory=list)  # (value id, captured value id)
+
+    def producers(self) -> dict:
+        return {v: i for i, op in enumerate(self.ops) for v in op.outputs}
+
+    def users(self) -> dict:
+        users: dict = {}
+        for i, op in enumerate(self.ops):
+            for v in op.inputs:
+                users.setdefault(v, []).append(i)
+        return users
+
+    def live_roots(self) -> set:
+        """Values the program must produce: results and the sources of writebacks."""
+        return set(self.results) | {v for v, _ in self.writebacks}
+
+    def with_ops(self, ops: list) -> "Graph":
+        used = {v for op in ops for v in op.inputs + op.outputs}
+        used |= set(self.inputs) | set(self.captured) | self.live_roots()
+        values = {k: v for k, v in self.values.items() if k in used}
+        constants = {k: c for k, c in self.constants.items() if k in used}
+        return replace(self, ops=ops, values=values, constants=constants)
+
+    def __str__(self) -> str:
+        lines = [f"graph({', '.join(f'%{v}' for v in self.inputs)}) captured({len(self.captured)}):"]
+        for op in self.ops:
+            outs = ", ".join(f"%{v}: {_type(self.values[v])}" for v in op.outputs)
+            attrs = "".join(f", {k}={v!r}" for k, v in op.attrs)
+            lines.append(f"  {outs} = {op.op}({', '.join(f'%{v}' for v in op.inputs)}{attrs})")
+        lines.append(f"  return {', '.join(f'%{v}' for v in self.results)}")
+        for v, target in self.writebacks:
+            lines.append(f"  write %{v} -> %{target}")
+        return "\n".join(lines)
+
+    def to_networkx(self):
+        """The program as a ``networkx.DiGraph``: one node per value and per op."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        for v in self.values.values():
+            g.add_node(f"%{v.id}", kind="value", value_kind=v.kind, shape=v.shape, dtype=v.dtype)
+        for i, op in enumerate(self.ops):
+            name = f"op{i}:{op.op}"
+            g.add_node(name, kind="op", op=op.op, attrs=dict(op.attrs), index=i,
+                       shape=self.values[op.outputs[0]].shape, dtype=self.values[op.outputs[0]].dtype)
+            for v in op.inputs:
+                g.add_edge(f"%{v}", name)
+            for v in op.outputs:
+                g.add_edge(name, f"%{v}")
+        return g
+
+
+def _type(v: Value) -> str:
+    return f"{v.dtype}[{', '.join(str(d) for d in v.shape)}]"
+
+
+class VerifyError(AssertionError):
+    pass
+
+
+def verify(graph: Graph) -> None:
+    """Check the invariants every pass must keep: each value defined once before use, ops
+    known, external values not produced by ops, results and writebacks defined."""
+    defined = set(graph.inputs) | set(graph.captured) | set(graph.constants)
+    for v in defined:
+        if v not in graph.values:
+            raise VerifyError(f"external value %{v} has no Value record")
+    for i, op in enumerate(graph.ops):
+        if op.op not in OPS:
+            raise VerifyError(f"op {i} ({op.op}) is not in the op table")
+        for v in op.inputs:
+            if v not in defined:
+                raise VerifyError(f"op {i} ({op.op}) reads %{v} before it is defined")
+        for v in op.outputs:
+            if v in defined:
+                raise VerifyError(f"op {i} ({op.op}) redefines %{v}")
+            if v not in graph.values:
+                raise VerifyError(f"op {i} ({op.op}) output %{v} has no Value record")
+            defined.add(v)
+    for v in graph.results:
+        if v not in defined:
+            raise VerifyError(f"result %{v} is never defined")
+    for v, target in graph.writebacks:
+        if v not in defined:
+            raise VerifyError(f"writeback source %{v} is never defined")
+        if target not in graph.captured:
+            raise VerifyError(f"writeback target %{target} is not a captured value")

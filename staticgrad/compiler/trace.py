@@ -1,0 +1,56 @@
+"""The tape: what a traced call did, as plain data (op names, value ids, shapes, dtypes).
+
+The front end's tracer drives a Tape while a compiled function runs eagerly; the compiler
+never sees a Tensor or an autograd node, only these records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.compiler.ir import Graph, Op, ScalarSlot, Value, freeze_attrs
+
+
+class Tape:
+    def __init__(self):
+        self.graph = Graph()
+        self._next_id = 0
+
+    def _value(self, shape, dtype, kind: str) -> int:
+        vid = self._next_id
+        self._next_id += 1
+        self.graph.values[vid] = Value(vid, tuple(int(d) for d in shape), np.dtype(dtype).name, kind)
+        return vid
+
+    def input(self, shape, dtype) -> int:
+        vid = self._value(shape, dtype, "input")
+        self.graph.inputs.append(vid)
+        return vid
+
+    def captured(self, shape, dtype) -> int:
+        vid = self._value(shape, dtype, "captured")
+        self.graph.captured.append(vid)
+        return vid
+
+    def constant(self, array: np.ndarray) -> int:
+        vid = self._value(array.shape, array.dtype, "constant")
+        frozen = np.array(array, copy=True)
+        frozen.flags.writeable = False
+        self.graph.constants[vid] = frozen
+        return vid
+
+    def scalar(self) -> ScalarSlot:
+        slot = ScalarSlot(self.graph.n_scalars)
+        self.graph.n_scalars += 1
+        return slot
+
+    def op(self, name: str, inputs, attrs: dict, outputs) -> tuple:
+        """Record one op; ``outputs`` are (shape, dtype) pairs. Returns the new value ids."""
+        out_ids = tuple(self._value(shape, dtype, "op") for shape, dtype in outputs)
+        self.graph.ops.append(Op(name, tuple(inputs), out_ids, freeze_attrs(attrs)))
+        return out_ids
+
+    def finish(self, results, writebacks) -> Graph:
+        self.graph.results = list(results)
+        self.graph.writebacks = list(writebacks)
+        return self.graph

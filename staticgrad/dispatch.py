@@ -1,0 +1,246 @@
+"""Dispatch: run one op from the table on tensors.
+
+Every op a user or a backward formula calls comes through here: pick the compute dtype
+(PyTorch's promotion), run the op's NumPy forward, wrap the result, record an autograd node
+with exactly the slots the op's record asks for, and tell the tracer when one is listening.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.autograd.grad_mode import GradMode
+from staticgrad.autograd.node import Node, SavedTensor, grad_accumulator
+from staticgrad.ops import OPS, OpDef
+from staticgrad.ops import dtypes as _dtypes
+from staticgrad.tensor import Tensor
+from staticgrad._state import Tracing
+
+
+# Scalar attributes that take part in type promotion (PyTorch wraps them as numbers).
+PROMOTING_ATTRS = ("other", "exponent", "base")
+
+_SAVE_PLANS: dict = {}
+
+
+def _save_plan(op: OpDef):
+    """The op's Save records parsed once: (name, kind, key, when, freed)."""
+    plan = _SAVE_PLANS.get(op.name)
+    if plan is None:
+        plan = []
+        for s in op.saves:
+            src = s.source
+            if type(src) is int:
+                plan.append((s.name, 0, src, s.when, s.freed))
+            elif src == "result" or src.startswith("result:"):
+                plan.append((s.name, 1, int(src[7:]) if ":" in src else 0, s.when, s.freed))
+            elif src.startswith("attr:"):
+                plan.append((s.name, 2, src[5:], s.when, s.freed))
+            elif src.startswith("shape:"):
+                plan.append((s.name, 3, int(src[6:]), s.when, s.freed))
+            else:
+                raise ValueError(f"op {op.name!r}: unknown save source {src!r}")
+        plan = _SAVE_PLANS[op.name] = tuple(plan)
+    return plan
+
+
+def _dtypes_for(op: OpDef, arrays, attrs):
+    """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
+    rule = op.dtype_rule
+    if rule == "attr":
+        return None, np.dtype(attrs["dtype"])
+    if not arrays:
+        return None, None
+    if rule == "same":
+        return None, arrays[0].dtype
+    if rule == "index":
+        return None, np.dtype(np.int64)
+    first = arrays[0].dtype
+    uniform = all(a.dtype == first for a in arrays)
+    scalars = [attrs[k] for k in PROMOTING_ATTRS if k in attrs] if attrs else ()
+    if uniform and first.kind == "f":
+        compute = first
+    else:
+        dims = [a.dtype for a in arrays if a.ndim]
+        zeros = [a.dtype for a in arrays if not a.ndim]
+        compute = _dtypes.result_type(dims, zeros, scalars)
+    if rule == "float":
+        compute = _dtypes.floating_result(compute)
+    cast = None if uniform and compute == first else compute
+    if rule == "bool":
+        return cast, np.dtype(np.bool_)
+    return cast, compute
+
+
+def _explain(op: OpDef, inputs, attrs, exc: Exception) -> Exception:
+    if op.explain is not None:
+        better = op.explain([t.shape for t in inputs], attrs, exc)
+        if better is not None:
+            return better
+    return exc
+
+
+def dispatch(op: OpDef, inputs: tuple, attrs: dict):
+    """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them)."""
+    arrays = [t._data for t in inputs]
+    cast, out_dtype = _dtypes_for(op, arrays, attrs)
+    if cast is not None:
+        arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
+    tracer = Tracing.tracer
+    kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
+    try:
+        result = op.forward(*arrays, **kernel_attrs)
+    except Exception as exc:  # NumPy's errors become PyTorch's wording where the op knows it
+        raise _explain(op, inputs, attrs, exc) from None
+
+    if type(result) is tuple:
+        outputs = tuple(_wrap_output(op, r if type(r) is np.ndarray else np.asarray(r), inputs) for r in result)
+        for i, t in enumerate(outputs):
+            t._output_nr = i
+    else:
+        if type(result) is not np.ndarray:
+            result = np.asarray(result)
+        outputs = (_wrap_output(op, result, inputs),)
+
+    if tracer is not None:
+        tracer.on_op(op, inputs, attrs, outputs, None, cast)
+    if GradMode.enabled and op.backward is not None:
+        _record_node(op, inputs, attrs, outputs, None)
+    return outputs[0] if len(outputs) == 1 and type(result) is not tuple else outputs
+
+
+def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
+    t = Tensor._make(array, False, None)
+    if op.kind == "view":
+        base = inputs[0]
+        t._base = base._base if base._base is not None else base
+        t._version_counter = base._version_counter
+    return t
+
+
+def _record_node(op: OpDef, inputs, attrs, outputs, original_target):
+    """Attach a Node to ``outputs`` if any differentiable input requires grad."""
+    grad_inputs = op.grad_inputs
+    needs = []
+    edges = []
+    meta = []
+    any_need = False
+    for i, t in enumerate(inputs):
+        if t._requires_grad and (grad_inputs is None or i in grad_inputs):
+            needs.append(True)
+            any_need = True
+            fn = t.grad_fn
+            edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
+            meta.append((t._data.shape, t._data.dtype))
+        else:
+            needs.append(False)
+            edges.append((None, 0))
+            meta.append(None)
+    if not any_need:
+        return None
+    node = Node(op, attrs, tuple(edges), tuple(meta), len(outputs))
+    plan = _save_plan(op)
+    if plan:
+        saved = {}
+        freeable = []
+        for name, kind, key, when, freed in plan:
+            if when:
+                for j in when:
+                    if needs[j]:
+                        break
+                else:
+                    continue
+            if kind == 0:
+                source = inputs[key]
+                if original_target is not None and key == 0:
+                    source = original_target
+                value = SavedTensor(source, False)
+            elif kind == 1:
+                value = SavedTensor(outputs[key], True)
+            elif kind == 2:
+                value = attrs.get(key)
+            else:
+                value = inputs[key]._data.shape
+            saved[name] = value
+            if freed:
+                freeable.append(name)
+        node._saved = saved
+        node._freeable = tuple(freeable)
+    for t in outputs:
+        if t._data.dtype.kind == "f":
+            t.grad_fn = node
+            t._requires_grad = True
+    return node
+
+
+def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> Tensor:
+    """Run ``op`` writing into ``target``'s storage (``add_``, ``mul_``, ``copy_``...)."""
+    grad_on = GradMode.enabled
+    if grad_on and target._requires_grad and target.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    inputs = (target,) + others
+    arrays = [t._data for t in inputs]
+    cast, out_dtype = _dtypes_for(op, arrays, attrs)
+    target_dtype = target._data.dtype
+    if out_dtype != target_dtype and _dtypes.category_of(out_dtype) > _dtypes.category_of(target_dtype):
+        raise RuntimeError(f"result type {_dtypes.from_numpy_dtype(out_dtype).tensor_type[:-6]} can't be cast "
+                           f"to the desired output type {_dtypes.from_numpy_dtype(target_dtype).tensor_type[:-6]}")
+    if cast is not None:
+        arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
+    needs_graph = grad_on and op.backward is not None and any(t._requires_grad for t in inputs)
+    if needs_graph and target._base is not None:
+        raise RuntimeError(
+            f"staticgrad does not support in-place '{op.name}' on a view of a tensor that takes part in "
+            "autograd; apply the op out of place (y = y.op(...)) or clone the view first.")
+    tracer = Tracing.tracer
+    original = None
+    if needs_graph and _saves_input0(op):
+        original = Tensor._make(target._data.copy(), target._requires_grad, target.grad_fn)
+        original._output_nr = target._output_nr
+        if tracer is not None:
+            tracer.on_copy(target, original)
+    kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
+    out = target._data
+    try:
+        if out.dtype == (cast or out.dtype):
+            op.forward(*arrays, out=out, **kernel_attrs)
+        else:
+            np.copyto(out, op.forward(*arrays, **kernel_attrs), casting="unsafe")
+    except Exception as exc:
+        raise _explain(op, inputs, attrs, exc) from None
+    target._version_counter[0] += 1
+    if tracer is not None:
+        tracer.on_op(op, inputs, attrs, (target,), target, cast)
+    if needs_graph:
+        node = _record_node(op, inputs, attrs, (target,), original)
+        target._output_nr = 0
+        if node is not None and target._data.dtype.kind != "f":
+            target.grad_fn = None
+    return target
+
+
+def _saves_input0(op: OpDef) -> bool:
+    return any(kind == 0 and key == 0 for _, kind, key, _, _ in _save_plan(op))
+
+
+class Functional:
+    """``F.<op>(*tensors, **attrs)`` for every op in the table: what backward formulas call."""
+
+    def __getattr__(self, name: str):
+        try:
+            op = OPS[name]
+        except KeyError:
+            raise AttributeError(f"staticgrad has no op named {name!r}") from None
+
+        def call(*tensors, **attrs):
+            dtype = attrs.get("dtype")
+            if dtype is not None and not isinstance(dtype, np.dtype):
+                attrs["dtype"] = _dtypes.to_numpy_dtype(dtype)
+            return dispatch(op, tensors, attrs)
+
+        call.__name__ = name
+        setattr(self, name, call)
+        return call
+
+
+F = Functional()

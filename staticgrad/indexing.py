@@ -1,0 +1,146 @@
+"""Tensor indexing as PyTorch does it: ints, slices and None become select/slice/unsqueeze views
+applied one after another; index tensors (integer or boolean) finish with one index op."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.dispatch import dispatch, dispatch_inplace
+from staticgrad.functional import unsqueeze
+from staticgrad.ops import OPS
+from staticgrad.tensor import Tensor
+
+FULL_SLICE = ("slice", None, None, None)
+
+
+def _as_index_tensor(item):
+    from staticgrad.creation import tensor
+
+    array = np.asarray(item)
+    if array.dtype.kind not in "iub":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    return tensor(array.astype(np.int64) if array.dtype.kind in "iu" else array)
+
+
+def _normalize(index):
+    if not isinstance(index, tuple):
+        index = (index,)
+    items = []
+    for item in index:
+        if isinstance(item, (list, np.ndarray)):
+            item = _as_index_tensor(item)
+        elif isinstance(item, np.integer):
+            item = int(item)
+        elif isinstance(item, Tensor) and item._data.dtype.kind not in "iub":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        items.append(item)
+    return items
+
+
+def _dims_consumed(item) -> int:
+    if isinstance(item, Tensor):
+        return item._data.ndim if item._data.dtype.kind == "b" else 1
+    if item is None or item is Ellipsis or isinstance(item, bool):
+        return 0
+    return 1
+
+
+def _expand_ellipsis(items, ndim):
+    consumed = sum(_dims_consumed(i) for i in items)
+    if sum(1 for i in items if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    out = []
+    for item in items:
+        if item is Ellipsis:
+            out.extend([slice(None)] * (ndim - consumed))
+        else:
+            out.append(item)
+    return out
+
+
+def _apply_basic(t: Tensor, items):
+    """Apply ints, slices and None as views; return the view and [(dim, index tensor)]."""
+    lone_full_slice = len(items) == 1 and items[0] == slice(None)
+    result, dim, tensors = t, 0, []
+    for item in items:
+        if item is None:
+            result = unsqueeze(result, dim)
+            dim += 1
+        elif isinstance(item, bool):
+            raise IndexError("staticgrad does not support indexing with a Python bool")
+        elif isinstance(item, int):
+            size = result._data.shape[dim]
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+            result = dispatch(OPS["select"], (result,), {"dim": dim, "index": item % size})
+        elif isinstance(item, slice):
+            size = result._data.shape[dim]
+            if item.step is not None and item.step <= 0:
+                raise ValueError("step must be greater than zero")
+            if item == slice(None) and not lone_full_slice:
+                dim += 1
+                continue
+            start, stop, step = item.indices(size)
+            stop = max(stop, start)
+            result = dispatch(OPS["slice"], (result,), {"dim": dim, "start": start, "end": stop, "step": step})
+            dim += 1
+        elif isinstance(item, Tensor):
+            tensors.append((dim, item))
+            dim += _dims_consumed(item)
+        else:
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors are "
+                             f"valid indices (got {type(item).__name__})")
+    return result, tensors
+
+
+def _template(tensors):
+    template, pos = [], 0
+    for dim, idx in tensors:
+        template.extend([FULL_SLICE] * (dim - pos))
+        template.append("T")
+        pos = dim + _dims_consumed(idx)
+    return tuple(template)
+
+
+def getitem(t: Tensor, index):
+    items = _expand_ellipsis(_normalize(index), t._data.ndim)
+    result, tensors = _apply_basic(t, items)
+    if not tensors:
+        return result
+    if len(tensors) > 4:
+        raise IndexError("staticgrad supports at most 4 index tensors in one indexing expression")
+    return dispatch(OPS[f"index{len(tensors)}"], (result,) + tuple(i for _, i in tensors),
+                    {"template": _template(tensors)})
+
+
+def _full_template(items):
+    """The whole index as one template (for index_put): tensors become "T"."""
+    template, tensors = [], []
+    for item in items:
+        if isinstance(item, Tensor):
+            template.append("T")
+            tensors.append(item)
+        elif isinstance(item, slice):
+            template.append(("slice", item.start, item.stop, item.step))
+        elif item is None:
+            template.append(None)
+        else:
+            template.append(item)
+    return tuple(template), tuple(tensors)
+
+
+def setitem(t: Tensor, index, value) -> None:
+    """``t[index] = value`` in place (IndexPutBackward0 / CopySlices when autograd is involved)."""
+    from staticgrad.functional import full_like_scalar, to_dtype
+
+    items = _expand_ellipsis(_normalize(index), t._data.ndim)
+    template, tensors = _full_template(items)
+    if len(tensors) > 4:
+        raise IndexError("staticgrad supports at most 4 index tensors in one indexing expression")
+    if not isinstance(value, Tensor):
+        value = full_like_scalar(t, value)
+    if value._data.dtype != t._data.dtype:
+        value = to_dtype(value, t._data.dtype)
+    dispatch_inplace(OPS[f"index_put{len(tensors)}"], t, (value,) + tensors, {"template": template})

@@ -1,0 +1,400 @@
+"""Elementwise ops: arithmetic, activations and their dedicated backward ops, casts and copies.
+
+Forward functions write ``out`` only in their last NumPy call, so a planner may hand them an
+``out`` that aliases one of their inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, register
+
+
+def broadcast_error(shapes, attrs, exc):
+    """PyTorch's message for shapes that do not broadcast (it checks from the last dim)."""
+    if len(shapes) < 2:
+        return None
+    a, b = shapes[0], shapes[1]
+    ndim = max(len(a), len(b))
+    for i in range(ndim - 1, -1, -1):
+        offset = ndim - 1 - i
+        size_a = a[len(a) - 1 - offset] if len(a) - 1 - offset >= 0 else 1
+        size_b = b[len(b) - 1 - offset] if len(b) - 1 - offset >= 0 else 1
+        if size_a != size_b and size_a != 1 and size_b != 1:
+            return RuntimeError(
+                f"The size of tensor a ({size_a}) must match the size of tensor b ({size_b}) "
+                f"at non-singleton dimension {i}"
+            )
+    if "non-broadcastable output" in str(exc):
+        out_shape = list(a)
+        full = list(np.broadcast_shapes(*shapes))
+        return RuntimeError(f"output with shape {out_shape} doesn't match the broadcast shape {full}")
+    return None
+
+
+def _binary(name, forward, node_name, backward, saves=(), expr=None, dtype_rule="promote"):
+    return register(OpDef(name, forward, "elementwise", node_name, backward, saves, dtype_rule,
+                          expr, broadcast_error))
+
+
+def _unary(name, forward, node_name, backward, saves=(), expr=None, dtype_rule="float"):
+    return register(OpDef(name, forward, "elementwise", node_name, backward, saves, dtype_rule, expr))
+
+
+# ---- tensor (+) tensor ---------------------------------------------------------------------
+
+def _add(a, b, out=None, alpha=1):
+    if alpha != 1:
+        b = np.multiply(b, alpha)
+    return np.add(a, b, out=out)
+
+
+def _sub(a, b, out=None, alpha=1):
+    if alpha != 1:
+        b = np.multiply(b, alpha)
+    return np.subtract(a, b, out=out)
+
+
+def _scaled(F, grad, factor):
+    return grad if factor == 1 else F.mul_scalar(grad, other=factor)
+
+
+_binary("add", _add, "AddBackward0",
+        lambda F, g, s, at, need: (g, _scaled(F, g, at.get("alpha", 1))),
+        (Save("alpha", "attr:alpha", freed=False),),
+        lambda x, at: f"({x[0]} + {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} + {at['alpha']!r} * {x[1]})")
+
+_binary("sub", _sub, "SubBackward0",
+        lambda F, g, s, at, need: (g, _scaled(F, g, -at.get("alpha", 1))),
+        (Save("alpha", "attr:alpha", freed=False),),
+        lambda x, at: f"({x[0]} - {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} - {at['alpha']!r} * {x[1]})")
+
+_binary("mul", lambda a, b, out=None: np.multiply(a, b, out=out), "MulBackward0",
+        lambda F, g, s, at, need: (g * s["other"] if need[0] else None, g * s["self"] if need[1] else None),
+        (Save("self", 0, when=(1,)), Save("other", 1, when=(0,))),
+        lambda x, at: f"({x[0]} * {x[1]})")
+
+
+def _div_backward(F, g, s, at, need):
+    other = s["other"]
+    grad_self = g / other if need[0] else None
+    grad_other = -g * s["self"] / (other * other) if need[1] else None
+    return grad_self, grad_other
+
+
+_binary("div", lambda a, b, out=None: np.true_divide(a, b, out=out), "DivBackward0", _div_backward,
+        (Save("self", 0, when=(1,)), Save("other", 1, when=(0, 1))),
+        lambda x, at: f"({x[0]} / {x[1]})", dtype_rule="float")
+
+
+def _pow_backward(F, g, s, at, need):
+    base, exponent = s["self"], s["exponent"]
+    grad_base = g * exponent * base ** (exponent - 1) if need[0] else None
+    grad_exp = g * s["result"] * F.log(base) if need[1] else None
+    return grad_base, grad_exp
+
+
+_binary("pow", lambda a, b, out=None: np.power(a, b, out=out), "PowBackward1", _pow_backward,
+        (Save("self", 0), Save("exponent", 1), Save("result", "result", when=(1,))),
+        lambda x, at: f"({x[0]} ** {x[1]})")
+
+
+def _maximum_backward(F, g, s, at, need):
+    a, b = s["self"], s["other"]
+    # PyTorch splits the gradient evenly where the two inputs tie.
+    half = F.mul_scalar(F.to_dtype(F.eq(a, b), dtype=g.dtype), other=0.5)
+    grad_a = F.mul(g, F.add(F.to_dtype(F.gt(a, b), dtype=g.dtype), half)) if need[0] else None
+    grad_b = F.mul(g, F.add(F.to_dtype(F.lt(a, b), dtype=g.dtype), half)) if need[1] else None
+    return grad_a, grad_b
+
+
+_binary("maximum", lambda a, b, out=None: np.maximum(a, b, out=out), "MaximumBackward0", _maximum_backward,
+        (Save("self", 0), Save("other", 1)), lambda x, at: f"max({x[0]}, {x[1]})")
+
+
+def _minimum_backward(F, g, s, at, need):
+    a, b = s["self"], s["other"]
+    half = F.mul_scalar(F.to_dtype(F.eq(a, b), dtype=g.dtype), other=0.5)
+    grad_a = F.mul(g, F.add(F.to_dtype(F.lt(a, b), dtype=g.dtype), half)) if need[0] else None
+    grad_b = F.mul(g, F.add(F.to_dtype(F.gt(a, b), dtype=g.dtype), half)) if need[1] else None
+    return grad_a, grad_b
+
+
+_binary("minimum", lambda a, b, out=None: np.minimum(a, b, out=out), "MinimumBackward0", _minimum_backward,
+        (Save("self", 0), Save("other", 1)), lambda x, at: f"min({x[0]}, {x[1]})")
+
+
+# ---- tensor (+) Python scalar: the scalar is an attribute, as PyTorch wraps it -------------------
+
+_binary("add_scalar", lambda a, out=None, other=0, alpha=1: np.add(a, other * alpha, out=out), "AddBackward0",
+        lambda F, g, s, at, need: (g,), (Save("alpha", "attr:alpha", freed=False),),
+        lambda x, at: f"({x[0]} + {at['other'] * at.get('alpha', 1)!r})")
+
+_binary("sub_scalar", lambda a, out=None, other=0, alpha=1: np.subtract(a, other * alpha, out=out), "SubBackward0",
+        lambda F, g, s, at, need: (g,), (Save("alpha", "attr:alpha", freed=False),),
+        lambda x, at: f"({x[0]} - {at['other'] * at.get('alpha', 1)!r})")
+
+_binary("rsub_scalar", lambda a, out=None, other=0, alpha=1: np.subtract(other, np.multiply(a, alpha) if alpha != 1 else a, out=out),
+        "RsubBackward1", lambda F, g, s, at, need: (_scaled(F, F.neg(g), at.get("alpha", 1)),),
+        (Save("alpha", "attr:alpha", freed=False),),
+        lambda x, at: f"({at['other']!r} - {x[0]})")
+
+_binary("mul_scalar", lambda a, out=None, other=1: np.multiply(a, other, out=out), "MulBackward0",
+        lambda F, g, s, at, need: (F.mul_scalar(g, other=s["other"]),), (Save("other", "attr:other"),),
+        lambda x, at: f"({x[0]} * {at['other']!r})")
+
+_binary("div_scalar", lambda a, out=None, other=1: np.true_divide(a, other, out=out), "DivBackward0",
+        lambda F, g, s, at, need: (F.div_scalar(g, other=s["other"]),), (Save("other", "attr:other"),),
+        lambda x, at: f"({x[0]} / {at['other']!r})", dtype_rule="float")
+
+
+def _pow_scalar_forward(a, out=None, exponent=1):
+    if exponent == 2:
+        return np.multiply(a, a, out=out)
+    if exponent == 0.5:
+        return np.sqrt(a, out=out)
+    return np.power(a, exponent, out=out)
+
+
+def _pow_scalar_backward(F, g, s, at, need):
+    exponent = s["exponent"]
+    if exponent == 0:
+        return (F.zeros_like(g),)
+    if exponent == 2:
+        return (g * F.mul_scalar(s["self"], other=2.0),)
+    return (g * F.mul_scalar(F.pow_scalar(s["self"], exponent=exponent - 1), other=exponent),)
+
+
+_binary("pow_scalar", _pow_scalar_forward, "PowBackward0", _pow_scalar_backward,
+        (Save("self", 0), Save("exponent", "attr:exponent", freed=False)),
+        lambda x, at: f"({x[0]} * {x[0]})" if at["exponent"] == 2 else f"({x[0]} ** {at['exponent']!r})")
+
+_binary("rpow_scalar", lambda a, out=None, base=1: np.power(base, a, out=out), "PowBackward2",
+        lambda F, g, s, at, need: (g * F.mul_scalar(s["result"], other=float(np.log(s["self"]))),),
+        (Save("self", "attr:base", freed=False), Save("result", "result")),
+        lambda x, at: f"({at['base']!r} ** {x[0]})", dtype_rule="float")
+
+
+# ---- unary -----------------------------------------------------------------------------------
+
+_unary("neg", lambda a, out=None: np.negative(a, out=out), "NegBackward0",
+       lambda F, g, s, at, need: (F.neg(g),), (), lambda x, at: f"(-{x[0]})", dtype_rule="same")
+
+_unary("exp", lambda a, out=None: np.exp(a, out=out), "ExpBackward0",
+       lambda F, g, s, at, need: (g * s["result"],), (Save("result", "result"),), lambda x, at: f"exp({x[0]})")
+
+_unary("log", lambda a, out=None: np.log(a, out=out), "LogBackward0",
+       lambda F, g, s, at, need: (g / s["self"],), (Save("self", 0),), lambda x, at: f"log({x[0]})")
+
+_unary("tanh", lambda a, out=None: np.tanh(a, out=out), "TanhBackward0",
+       lambda F, g, s, at, need: (F.tanh_backward(g, s["result"]),), (Save("result", "result"),),
+       lambda x, at: f"tanh({x[0]})")
+
+
+def _sigmoid(a, out=None):
+    t = np.negative(a)
+    np.exp(t, out=t)
+    np.add(t, 1, out=t)
+    return np.reciprocal(t, out=out)
+
+
+_unary("sigmoid", _sigmoid, "SigmoidBackward0",
+       lambda F, g, s, at, need: (F.sigmoid_backward(g, s["result"]),), (Save("result", "result"),),
+       lambda x, at: f"(1.0 / (1.0 + exp(-{x[0]})))")
+
+_unary("relu", lambda a, out=None: np.maximum(a, 0, out=out), "ReluBackward0",
+       lambda F, g, s, at, need: (F.threshold_backward(g, s["result"], threshold=0),), (Save("result", "result"),),
+       lambda x, at: f"max({x[0]}, 0)", dtype_rule="same")
+
+_unary("sqrt", lambda a, out=None: np.sqrt(a, out=out), "SqrtBackward0",
+       lambda F, g, s, at, need: (g / F.mul_scalar(s["result"], other=2.0),), (Save("result", "result"),),
+       lambda x, at: f"sqrt({x[0]})")
+
+_unary("reciprocal", lambda a, out=None: np.reciprocal(a, out=out) if a.dtype.kind == "f" else np.true_divide(1.0, a, out=out),
+       "ReciprocalBackward0",
+       lambda F, g, s, at, need: (F.neg(g) * (s["result"] * s["result"]),), (Save("result", "result"),),
+       lambda x, at: f"(1.0 / {x[0]})")
+
+def _rsqrt(a, out=None):
+    t = np.sqrt(a)
+    return np.reciprocal(t, out=out) if t.dtype.kind == "f" else np.true_divide(1.0, t, out=out)
+
+
+_unary("rsqrt", _rsqrt, "RsqrtBackward0",
+       lambda F, g, s, at, need: (F.mul_scalar(g * s["result"] * s["result"] * s["result"], other=-0.5),),
+       (Save("result", "result"),), lambda x, at: f"(1.0 / sqrt({x[0]}))")
+
+_unary("abs", lambda a, out=None: np.abs(a, out=out), "AbsBackward0",
+       lambda F, g, s, at, need: (g * F.sign(s["self"]),), (Save("self", 0),),
+       lambda x, at: f"abs({x[0]})", dtype_rule="same")
+
+_unary("sign", lambda a, out=None: np.sign(a, out=out), "SignBackward0",
+       lambda F, g, s, at, need: (F.zeros_like(g),), (), lambda x, at: f"sign({x[0]})", dtype_rule="same")
+
+
+def _clamp(a, out=None, min=None, max=None):
+    if min is not None and max is not None:
+        return np.clip(a, min, max, out=out)
+    if min is not None:
+        return np.maximum(a, min, out=out)
+    return np.minimum(a, max, out=out)
+
+
+def _clamp_backward(F, g, s, at, need):
+    x = s["self"]
+    lo, hi = at.get("min"), at.get("max")
+    mask = None
+    if lo is not None:
+        mask = F.ge_scalar(x, other=lo)
+    if hi is not None:
+        upper = F.le_scalar(x, other=hi)
+        mask = upper if mask is None else F.logical_and(mask, upper)
+    return (g * F.to_dtype(mask, dtype=g.dtype),)
+
+
+def _clamp_expr(x, at):
+    expr = x[0]
+    if at.get("min") is not None:
+        expr = f"max({expr}, {at['min']!r})"
+    if at.get("max") is not None:
+        expr = f"min({expr}, {at['max']!r})"
+    return expr
+
+
+_unary("clamp", _clamp, "ClampBackward1", _clamp_backward,
+       (Save("self", 0), Save("min", "attr:min", freed=False), Save("max", "attr:max", freed=False)),
+       _clamp_expr, dtype_rule="same")
+
+
+# ---- dedicated backward ops (differentiable again, for create_graph) ------------------------
+
+def _tanh_backward(g, y, out=None):
+    t = np.multiply(y, y)
+    np.subtract(1, t, out=t)
+    return np.multiply(g, t, out=out)
+
+
+register(OpDef(
+    "tanh_backward", _tanh_backward, "elementwise", "TanhBackwardBackward0",
+    lambda F, gg, s, at, need: (
+        F.tanh_backward(gg, s["output"]) if need[0] else None,
+        F.mul_scalar(gg * s["grad_output"] * s["output"], other=-2.0) if need[1] else None),
+    (Save("grad_output", 0, when=(1,)), Save("output", 1)), "promote",
+    lambda x, at: f"({x[0]} * (1.0 - {x[1]} * {x[1]}))"))
+
+
+def _sigmoid_backward(g, y, out=None):
+    t = np.subtract(1, y)
+    np.multiply(t, y, out=t)
+    return np.multiply(g, t, out=out)
+
+
+register(OpDef(
+    "sigmoid_backward", _sigmoid_backward, "elementwise", "SigmoidBackwardBackward0",
+    lambda F, gg, s, at, need: (
+        F.sigmoid_backward(gg, s["output"]) if need[0] else None,
+        gg * s["grad_output"] * F.rsub_scalar(F.mul_scalar(s["output"], other=2.0), other=1.0) if need[1] else None),
+    (Save("grad_output", 0, when=(1,)), Save("output", 1)), "promote",
+    lambda x, at: f"({x[0]} * {x[1]} * (1.0 - {x[1]}))"))
+
+
+def _threshold_backward(g, x, out=None, threshold=0):
+    result = np.where(x > threshold, g, np.zeros((), g.dtype))
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+register(OpDef(
+    "threshold_backward", _threshold_backward, "elementwise", "ThresholdBackwardBackward0",
+    lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None, None),
+    (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
+    lambda x, at: f"({x[0]} if {x[1]} > {at['threshold']!r} else 0.0)",
+    grad_inputs=(0,)))
+
+
+# ---- copies and casts --------------------------------------------------------------------------
+
+def _clone(a, out=None):
+    if out is None:
+        return np.array(a, copy=True, order="C")
+    np.copyto(out, a)
+    return out
+
+
+_unary("clone", _clone, "CloneBackward0", lambda F, g, s, at, need: (g,), (), lambda x, at: x[0], dtype_rule="same")
+
+
+def _to_dtype(a, out=None, dtype=None, self_dtype=None):
+    if out is None:
+        return a.astype(dtype)
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
+_unary("to_dtype", _to_dtype, "ToCopyBackward0",
+       lambda F, g, s, at, need: (F.to_dtype(g, dtype=s["self_dtype"]),),
+       (Save("self_dtype", "attr:self_dtype", freed=False),), lambda x, at: x[0], dtype_rule="attr")
+
+
+def _copy(dst, src, out=None):
+    if out is None:
+        out = np.empty_like(dst)
+    np.copyto(out, src, casting="unsafe")
+    return out
+
+
+register(OpDef("copy", _copy, "elementwise", "CopyBackwards",
+               lambda F, g, s, at, need: (F.zeros_like(g) if need[0] else None, g if need[1] else None),
+               (), "same", lambda x, at: x[1], broadcast_error))
+
+
+def _fill(a, out=None, value=0.0):
+    if out is None:
+        out = np.empty_like(a)
+    out.fill(value)
+    return out
+
+
+register(OpDef("fill", _fill, "elementwise", lambda at: "ZeroBackward0" if at["value"] == 0 else "FillBackward0",
+               lambda F, g, s, at, need: (F.zeros_like(g),), (), "same", lambda x, at: repr(float(at["value"]))))
+
+
+# ---- comparisons and selection (not differentiable through the mask) ---------------------------
+
+for _name, _ufunc, _sym in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
+                            ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
+    register(OpDef(_name, (lambda u: lambda a, b, out=None: u(a, b, out=out))(_ufunc), "elementwise",
+                   dtype_rule="bool", explain=broadcast_error,
+                   scalar_expr=(lambda s: lambda x, at: f"({x[0]} {s} {x[1]})")(_sym)))
+    register(OpDef(_name + "_scalar", (lambda u: lambda a, out=None, other=0: u(a, other, out=out))(_ufunc),
+                   "elementwise", dtype_rule="bool",
+                   scalar_expr=(lambda s: lambda x, at: f"({x[0]} {s} {at['other']!r})")(_sym)))
+
+register(OpDef("logical_and", lambda a, b, out=None: np.logical_and(a, b, out=out), "elementwise",
+               dtype_rule="bool", explain=broadcast_error, scalar_expr=lambda x, at: f"({x[0]} and {x[1]})"))
+register(OpDef("logical_not", lambda a, out=None: np.logical_not(a, out=out), "elementwise",
+               dtype_rule="bool", scalar_expr=lambda x, at: f"(not {x[0]})"))
+
+
+def _where(cond, a, b, out=None):
+    result = np.where(cond, a, b)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _where_backward(F, g, s, at, need):
+    cond = s["condition"]
+    zero = F.zeros_like(g)
+    return (None,
+            F.where(cond, g, zero) if need[1] else None,
+            F.where(cond, zero, g) if need[2] else None)
+
+
+register(OpDef("where", _where, "elementwise", "WhereBackward0", _where_backward,
+               (Save("condition", 0),), "promote",
+               lambda x, at: f"({x[1]} if {x[0]} else {x[2]})", grad_inputs=(1, 2)))

@@ -1,0 +1,100 @@
+"""Ops with no tensor data inputs: constant factories (folded by the compiler) and random draws
+(re-sampled on every replay, from the one generator that ``manual_seed`` seeds)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, register
+
+DEFAULT_SEED = 67280421310721
+
+
+class _GeneratorHolder:
+    """The process-wide random generator, read at every draw (never captured by a plan)."""
+
+    generator = np.random.default_rng(DEFAULT_SEED)
+    seed = DEFAULT_SEED
+
+
+def manual_seed(seed: int) -> None:
+    _GeneratorHolder.seed = int(seed)
+    _GeneratorHolder.generator = np.random.default_rng(int(seed))
+
+
+def generator() -> np.random.Generator:
+    return _GeneratorHolder.generator
+
+
+def _into(result, out):
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _full(out=None, shape=(), value=0.0, dtype=None):
+    if out is None:
+        return np.full(shape, value, dtype=dtype)
+    out.fill(value)
+    return out
+
+
+register(OpDef("full", _full, "factory", dtype_rule="attr", scalar_expr=lambda x, at: repr(at["value"])))
+
+
+def _zeros_like(a, out=None):
+    if out is None:
+        return np.zeros_like(a)
+    out.fill(0)
+    return out
+
+
+# zeros_like reads only its input's shape and dtype; the compiler folds it to a constant.
+register(OpDef("zeros_like", _zeros_like, "factory", dtype_rule="same", scalar_expr=lambda x, at: "0.0"))
+
+register(OpDef("arange", lambda out=None, start=0, end=0, step=1, dtype=None:
+               _into(np.arange(start, end, step, dtype=dtype), out), "factory", dtype_rule="attr"))
+
+register(OpDef("eye", lambda out=None, n=0, m=0, dtype=None: _into(np.eye(n, m, dtype=dtype), out),
+               "factory", dtype_rule="attr"))
+
+register(OpDef("randn", lambda out=None, shape=(), dtype=None:
+               _into(generator().standard_normal(shape, dtype=dtype), out), "random", dtype_rule="attr"))
+
+register(OpDef("rand", lambda out=None, shape=(), dtype=None:
+               _into(generator().random(shape, dtype=dtype), out), "random", dtype_rule="attr"))
+
+
+def _uniform(out=None, shape=(), low=0.0, high=1.0, dtype=None):
+    draw = generator().random(shape, dtype=np.float64)
+    result = (low + (high - low) * draw).astype(dtype, copy=False)
+    return _into(result, out)
+
+
+register(OpDef("uniform", _uniform, "random", dtype_rule="attr"))
+
+
+def _normal(out=None, shape=(), mean=0.0, std=1.0, dtype=None):
+    result = (mean + std * generator().standard_normal(shape)).astype(dtype, copy=False)
+    return _into(result, out)
+
+
+register(OpDef("normal", _normal, "random", dtype_rule="attr"))
+
+
+def _randint(out=None, shape=(), low=0, high=1, dtype=None):
+    return _into(generator().integers(low, high, size=shape, dtype=dtype), out)
+
+
+register(OpDef("randint", _randint, "random", dtype_rule="attr"))
+
+
+def _dropout_mask(out=None, shape=(), p=0.5, dtype=None):
+    """Keep each element with probability 1-p, scaled by 1/(1-p) (zero everywhere when p == 1)."""
+    keep = generator().random(shape, dtype=np.float32) >= p
+    scale = 1.0 / (1.0 - p) if p < 1 else 0.0
+    return np.multiply(keep, np.asarray(scale, dtype=dtype), out=out, dtype=dtype)
+
+
+register(OpDef("dropout_mask", _dropout_mask, "random", dtype_rule="attr"))

@@ -1,0 +1,111 @@
+"""Matrix products. They stay on BLAS (NumPy's matmul); the matmul composite that picks one of
+them by input rank lives in the front end, as PyTorch's does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, register, shape_str
+
+
+def _mm_error(shapes, attrs, exc):
+    a, b = shapes[-2], shapes[-1]
+    if len(a) != 2 or len(b) != 2:
+        return RuntimeError(f"self must be a matrix" if len(a) != 2 else "mat2 must be a matrix")
+    return RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({shape_str(a)} and {shape_str(b)})")
+
+
+def _bmm_error(shapes, attrs, exc):
+    a, b = shapes
+    if len(a) != 3 or len(b) != 3:
+        return RuntimeError("batch1 must be a 3D tensor" if len(a) != 3 else "batch2 must be a 3D tensor")
+    if a[0] != b[0]:
+        return RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] "
+                            f"but got: [{b[0]}, {b[1]}].")
+    return RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] "
+                        f"but got: [{b[0]}, {b[1]}].")
+
+
+def _mm_backward(F, g, s, at, need):
+    grad_a = F.mm(g, F.t(s["mat2"])) if need[0] else None
+    grad_b = F.mm(F.t(s["self"]), g) if need[1] else None
+    return grad_a, grad_b
+
+
+register(OpDef("mm", lambda a, b, out=None: np.matmul(a, b, out=out), "matmul", "MmBackward0", _mm_backward,
+               (Save("self", 0, when=(1,)), Save("mat2", 1, when=(0,))), "promote", explain=_mm_error))
+
+
+def _addmm(bias, a, b, out=None, beta=1, alpha=1):
+    if out is None or np.may_share_memory(out, bias):
+        product = np.matmul(a, b)
+    else:
+        product = np.matmul(a, b, out=out)
+    if alpha != 1:
+        np.multiply(product, alpha, out=product)
+    if beta != 1:
+        bias = np.multiply(bias, beta)
+    return np.add(product, bias, out=out)
+
+
+def _addmm_backward(F, g, s, at, need):
+    alpha, beta = s["alpha"], s["beta"]
+    grad_bias = (g if beta == 1 else F.mul_scalar(g, other=beta)) if need[0] else None
+    grad_a = grad_b = None
+    if need[1]:
+        grad_a = F.mm(g, F.t(s["mat2"]))
+        grad_a = grad_a if alpha == 1 else F.mul_scalar(grad_a, other=alpha)
+    if need[2]:
+        grad_b = F.mm(F.t(s["mat1"]), g)
+        grad_b = grad_b if alpha == 1 else F.mul_scalar(grad_b, other=alpha)
+    return grad_bias, grad_a, grad_b
+
+
+register(OpDef("addmm", _addmm, "matmul", "AddmmBackward0", _addmm_backward,
+               (Save("mat1", 1, when=(2,)), Save("mat2", 2, when=(1,)),
+                Save("alpha", "attr:alpha", freed=False), Save("beta", "attr:beta", freed=False)),
+               "promote", explain=_mm_error))
+
+
+def _bmm_backward(F, g, s, at, need):
+    grad_a = F.bmm(g, F.transpose(s["mat2"], dim0=1, dim1=2)) if need[0] else None
+    grad_b = F.bmm(F.transpose(s["self"], dim0=1, dim1=2), g) if need[1] else None
+    return grad_a, grad_b
+
+
+register(OpDef("bmm", lambda a, b, out=None: np.matmul(a, b, out=out), "matmul", "BmmBackward0", _bmm_backward,
+               (Save("self", 0, when=(1,)), Save("mat2", 1, when=(0,))), "promote", explain=_bmm_error))
+
+
+def _mv_error(shapes, attrs, exc):
+    m, v = shapes
+    return RuntimeError(f"size mismatch, got input ({m[0]}), mat ({shape_str(m)}), vec ({v[0]})")
+
+
+def _mv_backward(F, g, s, at, need):
+    grad_m = F.mul(F.unsqueeze(g, dim=1), s["vec"]) if need[0] else None
+    grad_v = F.mv(F.t(s["self"]), g) if need[1] else None
+    return grad_m, grad_v
+
+
+register(OpDef("mv", lambda m, v, out=None: np.matmul(m, v, out=out), "matmul", "MvBackward0", _mv_backward,
+               (Save("self", 0, when=(1,)), Save("vec", 1, when=(0,))), "promote", explain=_mv_error))
+
+
+def _dot_error(shapes, attrs, exc):
+    a, b = shapes
+    return RuntimeError(f"inconsistent tensor size, expected tensor [{a[0]}] and src [{b[0]}] to have the same "
+                        f"number of elements, but got {a[0]} and {b[0]} elements respectively")
+
+
+def _dot(a, b, out=None):
+    result = np.dot(a, b)
+    if out is None:
+        return np.asarray(result)
+    out[...] = result
+    return out
+
+
+register(OpDef("dot", _dot, "matmul", "DotBackward0",
+               lambda F, g, s, at, need: (g * s["tensor"] if need[0] else None, g * s["self"] if need[1] else None),
+               (Save("self", 0, when=(1,)), Save("tensor", 1, when=(0,))), "promote", explain=_dot_error))

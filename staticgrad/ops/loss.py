@@ -1,0 +1,139 @@
+"""Losses with PyTorch's fused nodes: MseLossBackward0, NllLossBackward0."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops.elementwise import broadcast_error
+
+# PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _reduce(values, reduction, out):
+    if reduction == 0:
+        if out is None:
+            return values
+        np.copyto(out, values)
+        return out
+    if reduction == 1:
+        return np.mean(values, out=out)
+    return np.sum(values, out=out)
+
+
+def _mse_loss(a, t, out=None, reduction=1):
+    diff = np.subtract(a, t)
+    np.multiply(diff, diff, out=diff)
+    return _reduce(diff, reduction, out)
+
+
+def _mse_loss_backward_formula(F, g, s, at, need):
+    grad = F.mse_loss_backward(g, s["self"], s["target"], reduction=at["reduction"])
+    return (grad if need[0] else None, F.neg(grad) if need[1] else None)
+
+
+register(OpDef("mse_loss", _mse_loss, "other", "MseLossBackward0", _mse_loss_backward_formula,
+               (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False)),
+               "promote", explain=broadcast_error))
+
+
+def _mse_loss_backward(g, a, t, out=None, reduction=1):
+    diff = np.subtract(a, t)
+    scale = 2.0 / diff.size if reduction == 1 else 2.0
+    np.multiply(diff, np.asarray(scale, dtype=diff.dtype), out=diff)
+    return np.multiply(diff, g, out=out)
+
+
+def _mse_loss_backward_backward(F, gg, s, at, need):
+    g, a, t = s["grad_output"], s["self"], s["target"]
+    scale = 2.0 / a.numel() if at["reduction"] == 1 else 2.0
+    grad_g = F.mul_scalar(gg * (a - t), other=scale) if need[0] else None
+    grad_at = F.mul_scalar(gg * g, other=scale) if need[1] or need[2] else None
+    return grad_g, grad_at if need[1] else None, F.neg(grad_at) if need[2] else None
+
+
+register(OpDef("mse_loss_backward", _mse_loss_backward, "other", "MseLossBackwardBackward0",
+               _mse_loss_backward_backward,
+               (Save("grad_output", 0, when=(1, 2)), Save("self", 1, when=(0,)), Save("target", 2, when=(0,))),
+               "promote"))
+
+
+# ---- negative log likelihood over class scores (input N x C [x d...], target N [x d...]) -----
+
+def _picked(logp, target):
+    """log-probabilities of the target classes, shaped like target."""
+    if logp.ndim == 1:
+        return logp[target]
+    return np.take_along_axis(logp, np.expand_dims(target, 1), axis=1).squeeze(1)
+
+
+def _check_targets(target, valid, n_classes):
+    bad = target[valid & ((target < 0) | (target >= n_classes))]
+    if bad.size:
+        raise IndexError(f"Target {int(bad.flat[0])} is out of bounds.")
+
+
+def _nll_loss(logp, target, out=None, reduction=1, ignore_index=-100):
+    valid = target != ignore_index
+    _check_targets(target, valid, logp.shape[0] if logp.ndim == 1 else logp.shape[1])
+    safe_target = np.where(valid, target, 0)
+    losses = -_picked(logp, safe_target) * valid
+    if reduction == 1:
+        count = np.count_nonzero(valid)
+        total = np.sum(losses)
+        result = np.asarray(total / count if count else np.nan, dtype=logp.dtype)
+        if out is None:
+            return result
+        out[...] = result
+        return out
+    return _reduce(losses.astype(logp.dtype, copy=False), reduction, out)
+
+
+def _nll_error(shapes, attrs, exc):
+    logp, target = shapes
+    if isinstance(exc, IndexError):
+        return exc
+    if len(logp) >= 2 and len(target) >= 1 and logp[0] != target[0]:
+        return ValueError(f"Expected input batch_size ({logp[0]}) to match target batch_size ({target[0]}).")
+    return None
+
+
+register(OpDef("nll_loss", _nll_loss, "other", "NllLossBackward0",
+               lambda F, g, s, at, need: (F.nll_loss_backward(g, s["target"], sizes=tuple(s["self_sym_sizes"]),
+                                                             reduction=at["reduction"],
+                                                             ignore_index=at["ignore_index"]), None),
+               (Save("target", 1), Save("reduction", "attr:reduction", freed=False),
+                Save("ignore_index", "attr:ignore_index", freed=False),
+                Save("self_sym_sizes", "shape:0", freed=False)),
+               "same", explain=_nll_error, grad_inputs=(0,)))
+
+
+def _nll_loss_backward(g, target, out=None, sizes=(), reduction=1, ignore_index=-100):
+    valid = target != ignore_index
+    safe_target = np.where(valid, target, 0)
+    if reduction == 1:
+        count = np.count_nonzero(valid)
+        weight = valid * (g / count if count else g * np.nan)
+    elif reduction == 2:
+        weight = valid * g
+    else:
+        weight = valid * g
+    if out is None:
+        out = np.zeros(sizes, dtype=g.dtype)
+    else:
+        out.fill(0)
+    if len(sizes) == 1:
+        out[safe_target] = -weight
+    else:
+        np.put_along_axis(out, np.expand_dims(safe_target, 1), np.expand_dims(-weight, 1).astype(g.dtype), axis=1)
+    return out
+
+
+def _nll_loss_backward_backward(F, gg, s, at, need):
+    # d/d(g) of the scatter is the gather of gg at the targets (same reduction): nll_loss(gg).
+    return (F.nll_loss(gg, s["target"], reduction=at["reduction"], ignore_index=at["ignore_index"]), None)
+
+
+register(OpDef("nll_loss_backward", _nll_loss_backward, "other", "NllLossBackwardBackward0",
+               _nll_loss_backward_backward, (Save("target", 1),), "same", grad_inputs=(0,)))

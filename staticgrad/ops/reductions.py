@@ -1,0 +1,295 @@
+"""Reductions: sum, mean, sum_to_size (the un-broadcast of gradients), max/min, logsumexp, softmax."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, register
+
+
+def axis_error(shapes, attrs, exc):
+    if isinstance(exc, np.exceptions.AxisError):
+        ndim = len(shapes[0])
+        lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
+        return IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {exc.axis})")
+    return None
+
+
+def keepdim_shape(shape, dim):
+    """The input shape with reduced dims set to 1 (what a keepdim=True result looks like)."""
+    if dim is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in dim else n for i, n in enumerate(shape))
+
+
+def _expand_back(F, g, shape, dim, keepdim):
+    if not keepdim:
+        g = F.view(g, shape=keepdim_shape(shape, dim))
+    return F.expand(g, shape=tuple(shape))
+
+
+def _numel_reduced(shape, dim):
+    if dim is None:
+        return int(np.prod(shape, dtype=np.int64))
+    return int(np.prod([shape[d] for d in dim], dtype=np.int64))
+
+
+def _sum(a, out=None, dim=None, keepdim=False, dtype=None):
+    if dtype is None and a.dtype.kind in "bi":
+        dtype = np.int64
+    return np.sum(a, axis=dim, keepdims=keepdim, out=out, dtype=dtype)
+
+
+register(OpDef(
+    "sum", _sum, "reduction", lambda at: "SumBackward0" if at.get("dim") is None else "SumBackward1",
+    lambda F, g, s, at, need: (_expand_back(F, g, s["self_sym_sizes"], at.get("dim"), at.get("keepdim", False)),),
+    (Save("self_sym_sizes", "shape:0", freed=False),), "same",
+    explain=axis_error))
+
+
+def _mean(a, out=None, dim=None, keepdim=False):
+    return np.mean(a, axis=dim, keepdims=keepdim, out=out)
+
+
+def _mean_backward(F, g, s, at, need):
+    shape = s["self_sym_sizes"]
+    count = _numel_reduced(shape, at.get("dim"))
+    return (F.div_scalar(_expand_back(F, g, shape, at.get("dim"), at.get("keepdim", False)), other=count),)
+
+
+register(OpDef(
+    "mean", _mean, "reduction", lambda at: "MeanBackward0" if at.get("dim") is None else "MeanBackward1",
+    _mean_backward, (Save("self_sym_sizes", "shape:0", freed=False),), "float", explain=axis_error))
+
+
+def sum_to_axes(in_shape, shape):
+    """The axes to sum so that a tensor of ``in_shape`` reduces to ``shape`` (keepdim form)."""
+    lead = len(in_shape) - len(shape)
+    axes = list(range(lead))
+    for i, n in enumerate(shape):
+        if n == 1 and in_shape[lead + i] != 1:
+            axes.append(lead + i)
+    return tuple(axes)
+
+
+def _sum_to_size(a, out=None, shape=()):
+    axes = sum_to_axes(a.shape, shape)
+    lead = len(a.shape) - len(shape)
+    if out is None:
+        return np.sum(a, axis=axes, keepdims=True).reshape(shape)
+    keep = (1,) * lead + tuple(shape)
+    np.sum(a, axis=axes, keepdims=True, out=out.reshape(keep))
+    return out
+
+
+register(OpDef(
+    "sum_to_size", _sum_to_size, "reduction", "SumBackward1",
+    lambda F, g, s, at, need: (F.expand(g, shape=s["self_sym_sizes"]),),
+    (Save("self_sym_sizes", "shape:0", freed=False),), "same"))
+
+
+# ---- max / min ------------------------------------------------------------------------------
+
+def _amax(a, out=None, dim=None, keepdim=False):
+    return np.amax(a, axis=dim, keepdims=keepdim, out=out)
+
+
+def _amin(a, out=None, dim=None, keepdim=False):
+    return np.amin(a, axis=dim, keepdims=keepdim, out=out)
+
+
+def _extreme_backward(F, g, s, at, need):
+    """Gradient of a full max/min: shared evenly among the elements equal to the result."""
+    x, result = s["self"], s["result"]
+    dim, keepdim = at.get("dim"), at.get("keepdim", False)
+    flat = keepdim or dim is None  # a full reduction's 0-dim result broadcasts as it is
+    r = result if flat else F.view(result, shape=keepdim_shape(x.shape, dim))
+    gk = g if flat else F.view(g, shape=keepdim_shape(x.shape, dim))
+    mask = F.to_dtype(F.eq(x, r), dtype=g.dtype)
+    count = F.sum(mask, dim=dim if dim is not None else tuple(range(len(x.shape))), keepdim=True)
+    return (gk * mask / count,)
+
+
+register(OpDef("amax", _amax, "reduction", lambda at: "MaxBackward1" if at.get("dim") is None else "AmaxBackward0",
+               _extreme_backward, (Save("self", 0), Save("result", "result")), "same", explain=axis_error))
+register(OpDef("amin", _amin, "reduction", lambda at: "MinBackward1" if at.get("dim") is None else "AminBackward0",
+               _extreme_backward, (Save("self", 0), Save("result", "result")), "same", explain=axis_error))
+
+
+def _max_dim(a, out=None, dim=0, keepdim=False):
+    indices = np.argmax(a, axis=dim, keepdims=True)
+    values = np.take_along_axis(a, indices, axis=dim)
+    if not keepdim:
+        values = np.squeeze(values, axis=dim)
+        indices = np.squeeze(indices, axis=dim)
+    return values, indices.astype(np.int64)
+
+
+def _min_dim(a, out=None, dim=0, keepdim=False):
+    indices = np.argmin(a, axis=dim, keepdims=True)
+    values = np.take_along_axis(a, indices, axis=dim)
+    if not keepdim:
+        values = np.squeeze(values, axis=dim)
+        indices = np.squeeze(indices, axis=dim)
+    return values, indices.astype(np.int64)
+
+
+def _indexed_extreme_backward(F, g, s, at, need):
+    """Gradient of max/min along a dim: scattered to the selected index (PyTorch's value_selecting)."""
+    grad_values = g[0]
+    dim, keepdim = at["dim"], at.get("keepdim", False)
+    indices = s["indices"]
+    if not keepdim:
+        grad_values = F.unsqueeze(grad_values, dim=dim)
+        indices = F.unsqueeze(indices, dim=dim)
+    return (F.scatter_add_zeros(grad_values, indices, dim=dim, sizes=tuple(s["self_sym_sizes"])),)
+
+
+register(OpDef("max_dim", _max_dim, "reduction", "MaxBackward0", _indexed_extreme_backward,
+               (Save("indices", "result:1"), Save("self_sym_sizes", "shape:0", freed=False)), "same",
+               explain=axis_error))
+register(OpDef("min_dim", _min_dim, "reduction", "MinBackward0", _indexed_extreme_backward,
+               (Save("indices", "result:1"), Save("self_sym_sizes", "shape:0", freed=False)), "same",
+               explain=axis_error))
+
+def _arg_extreme(function):
+    def forward(a, out=None, dim=None, keepdim=False):
+        result = function(a, axis=dim, keepdims=keepdim)
+        if out is None:
+            return result.astype(np.int64)
+        out[...] = result
+        return out
+    return forward
+
+
+register(OpDef("argmax", _arg_extreme(np.argmax), "reduction", dtype_rule="index", explain=axis_error))
+register(OpDef("argmin", _arg_extreme(np.argmin), "reduction", dtype_rule="index", explain=axis_error))
+
+
+# ---- gather and its adjoint -------------------------------------------------------------------
+
+def _gather(a, index, out=None, dim=0):
+    result = np.take_along_axis(a, index, axis=dim)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+register(OpDef("gather", _gather, "other", "GatherBackward0",
+               lambda F, g, s, at, need: (F.scatter_add_zeros(g, s["index"], dim=at["dim"], sizes=tuple(s["self_sym_sizes"])), None),
+               (Save("index", 1), Save("self_sym_sizes", "shape:0", freed=False), Save("dim", "attr:dim", freed=False)),
+               "same", explain=axis_error, grad_inputs=(0,)))
+
+
+def _scatter_add_zeros(g, index, out=None, dim=0, sizes=()):
+    if out is None:
+        out = np.zeros(sizes, dtype=g.dtype)
+    else:
+        out.fill(0)
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    np.add.at(out, tuple(grid), g)
+    return out
+
+
+register(OpDef("scatter_add_zeros", _scatter_add_zeros, "other", "ScatterAddBackward0",
+               lambda F, gg, s, at, need: (F.gather(gg, s["index"], dim=at["dim"]), None),
+               (Save("index", 1),), "same", grad_inputs=(0,)))
+
+
+# ---- logsumexp -----------------------------------------------------------------------------------
+
+def _logsumexp(a, out=None, dim=(), keepdim=False):
+    peak = np.max(a, axis=dim, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)
+    total = np.sum(np.exp(a - peak), axis=dim, keepdims=True)
+    result = np.log(total) + peak
+    if not keepdim:
+        result = np.squeeze(result, axis=dim)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _logsumexp_backward(F, g, s, at, need):
+    x, result, dim = s["self"], s["result"], at["dim"]
+    if not at.get("keepdim", False):
+        g = F.view(g, shape=keepdim_shape(x.shape, dim))
+        result = F.view(result, shape=keepdim_shape(x.shape, dim))
+    return (g * F.exp(x - result),)
+
+
+register(OpDef("logsumexp", _logsumexp, "reduction", "LogsumexpBackward0", _logsumexp_backward,
+               (Save("self", 0), Save("result", "result"), Save("dim", "attr:dim", freed=False),
+                Save("keepdim", "attr:keepdim", freed=False)), "float", explain=axis_error))
+
+
+# ---- softmax family (numerically stable: shift by the max along dim) ------------------------
+
+def _softmax(a, out=None, dim=-1):
+    shifted = a - np.max(a, axis=dim, keepdims=True)
+    np.exp(shifted, out=shifted)
+    return np.true_divide(shifted, np.sum(shifted, axis=dim, keepdims=True), out=out)
+
+
+def _softmax_backward(F, g, s, at, need):
+    return (F.softmax_backward(g, s["result"], dim=at["dim"]),)
+
+
+register(OpDef("softmax", _softmax, "reduction", "SoftmaxBackward0", _softmax_backward,
+               (Save("result", "result"), Save("dim", "attr:dim", freed=False)), "float", explain=axis_error))
+
+
+def _softmax_bw(g, y, out=None, dim=-1):
+    total = np.sum(np.multiply(g, y), axis=dim, keepdims=True)
+    return np.multiply(y, np.subtract(g, total), out=out)
+
+
+def _softmax_bw_backward(F, gg, s, at, need):
+    g, y, dim = s["grad_output"], s["output"], at["dim"]
+    # d(out)/d(g) is softmax_backward itself; d(out)/d(y) = gg*g - gg*sum(g*y) - g*sum(gg*y)
+    grad_g = F.softmax_backward(gg, y, dim=dim) if need[0] else None
+    grad_y = None
+    if need[1]:
+        gy_sum = F.sum(g * y, dim=(dim,), keepdim=True)
+        ggy_sum = F.sum(gg * y, dim=(dim,), keepdim=True)
+        grad_y = gg * g - gg * gy_sum - g * ggy_sum
+    return grad_g, grad_y
+
+
+register(OpDef("softmax_backward", _softmax_bw, "reduction", "SoftmaxBackwardDataBackward0", _softmax_bw_backward,
+               (Save("grad_output", 0), Save("output", 1)), "promote"))
+
+
+def _log_softmax(a, out=None, dim=-1):
+    shifted = a - np.max(a, axis=dim, keepdims=True)
+    lse = np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+    return np.subtract(shifted, lse, out=out)
+
+
+register(OpDef("log_softmax", _log_softmax, "reduction", "LogSoftmaxBackward0",
+               lambda F, g, s, at, need: (F.log_softmax_backward(g, s["result"], dim=at["dim"]),),
+               (Save("result", "result"), Save("dim", "attr:dim", freed=False)), "float", explain=axis_error))
+
+
+def _log_softmax_bw(g, y, out=None, dim=-1):
+    total = np.sum(g, axis=dim, keepdims=True)
+    return np.subtract(g, np.exp(y) * total, out=out)
+
+
+def _log_softmax_bw_backward(F, gg, s, at, need):
+    g, y, dim = s["grad_output"], s["output"], at["dim"]
+    p = F.exp(y)
+    grad_g = None
+    if need[0]:
+        grad_g = gg - F.sum(gg * p, dim=(dim,), keepdim=True)
+    grad_y = None
+    if need[1]:
+        grad_y = -(gg * p) * F.sum(g, dim=(dim,), keepdim=True)
+    return grad_g, grad_y
+
+
+register(OpDef("log_softmax_backward", _log_softmax_bw, "reduction", "LogSoftmaxBackwardDataBackward0",
+               _log_softmax_bw_backward, (Save("grad_output", 0), Save("output", 1)), "promote"))

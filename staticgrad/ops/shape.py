@@ -1,0 +1,295 @@
+"""Shape ops. Most are views: their output shares storage with input 0 (kind "view")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, register
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _view(a, out=None, shape=()):
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one dimension "
+            "spans across two contiguous subspaces). Use .reshape(...) instead."
+        ) from None
+
+
+def _reshape_error(shapes, attrs, exc):
+    if isinstance(exc, RuntimeError):
+        return exc
+    shape = list(attrs.get("shape", ()))
+    return RuntimeError(f"shape '{shape}' is invalid for input of size {_numel(shapes[0])}")
+
+
+def _reshape_back(F, g, shape):
+    """Reshape a gradient back to an input's shape (a view when possible, as reshape does)."""
+    if g._data.flags.c_contiguous:
+        return F.view(g, shape=shape)
+    return F.unsafe_view(F.clone(g), shape=shape)
+
+
+register(OpDef("view", _view, "view", "ViewBackward0",
+               lambda F, g, s, at, need: (_reshape_back(F, g, tuple(s["self_sym_sizes"])),),
+               (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_reshape_error))
+
+register(OpDef("unsafe_view", lambda a, out=None, shape=(): np.reshape(a, shape), "view", "UnsafeViewBackward0",
+               lambda F, g, s, at, need: (_reshape_back(F, g, tuple(s["self_sym_sizes"])),),
+               (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_reshape_error))
+
+register(OpDef("transpose", lambda a, out=None, dim0=0, dim1=1: np.swapaxes(a, dim0, dim1), "view",
+               "TransposeBackward0",
+               lambda F, g, s, at, need: (F.transpose(g, dim0=at["dim0"], dim1=at["dim1"]),),
+               (Save("dim0", "attr:dim0", freed=False), Save("dim1", "attr:dim1", freed=False)), "same"))
+
+register(OpDef("t", lambda a, out=None: a.T, "view", "TBackward0",
+               lambda F, g, s, at, need: (F.t(g),), (), "same"))
+
+
+def _inverse_permutation(dims):
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return tuple(inverse)
+
+
+register(OpDef("permute", lambda a, out=None, dims=(): np.transpose(a, dims), "view", "PermuteBackward0",
+               lambda F, g, s, at, need: (F.permute(g, dims=_inverse_permutation(at["dims"])),),
+               (Save("dims", "attr:dims", freed=False),), "same"))
+
+
+def _expand_error(shapes, attrs, exc):
+    shape = list(attrs["shape"])
+    src = list(shapes[0])
+    return RuntimeError(
+        f"The expanded size of the tensor ({shape[-1] if shape else 0}) must match the existing size "
+        f"({src[-1] if src else 0}) at non-singleton dimension {len(shape) - 1}.  Target sizes: {shape}.  "
+        f"Tensor sizes: {src}")
+
+
+register(OpDef("expand", lambda a, out=None, shape=(): np.broadcast_to(a, shape), "view", "ExpandBackward0",
+               lambda F, g, s, at, need: (F.sum_to_size(g, shape=tuple(s["self_sym_sizes"])),),
+               (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_expand_error))
+
+register(OpDef("unsqueeze", lambda a, out=None, dim=0: np.expand_dims(a, dim), "view", "UnsqueezeBackward0",
+               lambda F, g, s, at, need: (F.squeeze(g, dim=(at["dim"],)),),
+               (Save("dim", "attr:dim", freed=False),), "same"))
+
+
+def _squeeze(a, out=None, dim=None, listed=False, inplace=False):
+    if dim is None:
+        return np.squeeze(a)
+    dims = tuple(d for d in dim if a.shape[d] == 1)
+    return np.squeeze(a, axis=dims) if dims else a.view()
+
+
+def _squeeze_name(at) -> str:
+    number = 0 if at.get("dim") is None else 2 if at.get("listed") else 1
+    return f"SqueezeBackward{number + 3 if at.get('inplace') else number}"
+
+
+register(OpDef("squeeze", _squeeze, "view", _squeeze_name,
+               lambda F, g, s, at, need: (F.view(g, shape=tuple(s["self_sym_sizes"])),),
+               (Save("self_sym_sizes", "shape:0", freed=False),), "same"))
+
+register(OpDef("detach", lambda a, out=None: a, "view", dtype_rule="same"))
+
+register(OpDef("alias", lambda a, out=None: a.view(), "view", "AliasBackward0",
+               lambda F, g, s, at, need: (g,), (), "same"))
+
+
+# ---- basic indexing: select and slice are views, as in PyTorch ----------------------------------
+
+def _select(a, out=None, dim=0, index=0):
+    return a[(slice(None),) * dim + (index,)]
+
+
+def _select_backward(g, out=None, sizes=(), dim=0, index=0):
+    if out is None:
+        out = np.zeros(sizes, dtype=g.dtype)
+    else:
+        out.fill(0)
+    out[(slice(None),) * dim + (index,)] = g
+    return out
+
+
+register(OpDef("select", _select, "view", "SelectBackward0",
+               lambda F, g, s, at, need: (F.select_backward(g, sizes=tuple(s["self_sym_sizes"]), dim=at["dim"], index=at["index"]),),
+               (Save("self_sym_sizes", "shape:0", freed=False), Save("dim", "attr:dim", freed=False),
+                Save("index", "attr:index", freed=False)), "same"))
+register(OpDef("select_backward", _select_backward, "other", "SelectBackwardBackward0",
+               lambda F, gg, s, at, need: (F.select(gg, dim=at["dim"], index=at["index"]),), (), "same"))
+
+
+def _slice(a, out=None, dim=0, start=0, end=None, step=1):
+    return a[(slice(None),) * dim + (slice(start, end, step),)]
+
+
+def _slice_backward(g, out=None, sizes=(), dim=0, start=0, end=None, step=1):
+    if out is None:
+        out = np.zeros(sizes, dtype=g.dtype)
+    else:
+        out.fill(0)
+    out[(slice(None),) * dim + (slice(start, end, step),)] = g
+    return out
+
+
+_SLICE_ATTRS = ("dim", "start", "end", "step")
+register(OpDef("slice", _slice, "view", "SliceBackward0",
+               lambda F, g, s, at, need: (F.slice_backward(g, sizes=tuple(s["self_sym_sizes"]),
+                                                           **{k: at[k] for k in _SLICE_ATTRS}),),
+               (Save("self_sym_sizes", "shape:0", freed=False), Save("dim", "attr:dim", freed=False),
+                Save("start", "attr:start", freed=False), Save("end", "attr:end", freed=False),
+                Save("step", "attr:step", freed=False)), "same"))
+register(OpDef("slice_backward", _slice_backward, "other", "SliceBackwardBackward0",
+               lambda F, gg, s, at, need: (F.slice(gg, **{k: at[k] for k in _SLICE_ATTRS}),), (), "same"))
+
+
+# ---- advanced indexing: integer / boolean index tensors (copies, not views) -------------------
+
+def _build_index(template, index_arrays):
+    """Rebuild a NumPy index from a template whose tensor positions are the string "T"."""
+    it = iter(index_arrays)
+    parts = []
+    for item in template:
+        if item == "T":
+            parts.append(next(it))
+        elif isinstance(item, tuple) and item and item[0] == "slice":
+            parts.append(slice(item[1], item[2], item[3]))
+        elif item == "...":
+            parts.append(Ellipsis)
+        else:
+            parts.append(item)
+    return tuple(parts)
+
+
+def _index(a, *indices, out=None, template=()):
+    result = a[_build_index(template, indices)]
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _index_error(shapes, attrs, exc):
+    if isinstance(exc, IndexError):
+        return IndexError(str(exc).replace("axis", "dimension"))
+    return None
+
+
+def _count_tensors(template) -> int:
+    return sum(1 for item in template if item == "T")
+
+
+def _index_backward_formula(F, g, s, at, need):
+    n = _count_tensors(at["template"])
+    indices = [s[f"indices{i}"] for i in range(n)]
+    put = getattr(F, f"index_put_zeros{n}")
+    return (put(g, *indices, template=at["template"], sizes=tuple(s["self_sym_sizes"])),) + (None,) * n
+
+
+def _index_put_zeros(g, *indices, out=None, template=(), sizes=()):
+    if out is None:
+        out = np.zeros(sizes, dtype=g.dtype)
+    else:
+        out.fill(0)
+    np.add.at(out, _build_index(template, indices), g)
+    return out
+
+
+def _index_put_zeros_backward(F, gg, s, at, need):
+    n = _count_tensors(at["template"])
+    indices = [s[f"indices{i}"] for i in range(n)]
+    return (getattr(F, f"index{n}")(gg, *indices, template=at["template"]),) + (None,) * n
+
+
+def _index_put(a, v, *indices, out=None, template=()):
+    if out is None:
+        out = np.array(a, copy=True)
+    elif out is not a:
+        np.copyto(out, a)
+    out[_build_index(template, indices)] = v
+    return out
+
+
+def _index_put_backward(F, g, s, at, need):
+    n = _count_tensors(at["template"])
+    indices = [s[f"indices{i}"] for i in range(n)]
+    grad_a = grad_v = None
+    if need[0]:
+        zero = F.full(shape=(), value=0, dtype=g._data.dtype)
+        grad_a = getattr(F, f"index_put{n}")(g, zero, *indices, template=at["template"])
+    if need[1]:
+        grad_v = getattr(F, f"index{n}")(g, *indices, template=at["template"])
+    return (grad_a, grad_v) + (None,) * n
+
+
+# One op per number of index tensors keeps each record's inputs and saves static.
+for _n in range(0, 5):
+    _saved_indices = tuple(Save(f"indices{i}", i + 1) for i in range(_n))
+    register(OpDef(f"index{_n}", _index, "other", "IndexBackward0", _index_backward_formula,
+                   (Save("self_sym_sizes", "shape:0", freed=False),) + _saved_indices,
+                   "same", explain=_index_error, grad_inputs=(0,)))
+    register(OpDef(f"index_put_zeros{_n}", _index_put_zeros, "other", "IndexPutBackward0",
+                   _index_put_zeros_backward, _saved_indices, "same", grad_inputs=(0,)))
+    register(OpDef(f"index_put{_n}", _index_put, "other",
+                   "IndexPutBackward0" if _n else "CopySlices", _index_put_backward, _saved_indices,
+                   "same", explain=_index_error, grad_inputs=(0, 1)))
+
+
+# ---- joining -----------------------------------------------------------------------------------
+
+def _cat(*arrays, out=None, dim=0, sizes=()):
+    return np.concatenate(arrays, axis=dim, out=out)
+
+
+def _cat_error(shapes, attrs, exc):
+    dim = attrs["dim"]
+    first = shapes[0]
+    for i, s in enumerate(shapes[1:], start=1):
+        if len(s) != len(first):
+            return RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(s)}")
+        for d in range(len(first)):
+            if d != dim and s[d] != first[d]:
+                return RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected size "
+                                    f"{first[d]} but got size {s[d]} for tensor number {i} in the list.")
+    return None
+
+
+def _cat_backward(F, g, s, at, need):
+    dim, grads, start = at["dim"], [], 0
+    for size, needed in zip(at["sizes"], need):
+        grads.append(F.slice(g, dim=dim, start=start, end=start + size, step=1) if needed else None)
+        start += size
+    return tuple(grads)
+
+
+register(OpDef("cat", _cat, "other", "CatBackward0", _cat_backward, (Save("dim", "attr:dim", freed=False),),
+               "promote", explain=_cat_error))
+
+
+def _stack(*arrays, out=None, dim=0):
+    return np.stack(arrays, axis=dim, out=out)
+
+
+def _stack_error(shapes, attrs, exc):
+    first = shapes[0]
+    for i, s in enumerate(shapes[1:], start=1):
+        if tuple(s) != tuple(first):
+            return RuntimeError(f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                                f"and {list(s)} at entry {i}")
+    return None
+
+
+register(OpDef("stack", _stack, "other", "StackBackward0",
+               lambda F, g, s, at, need: tuple(F.select(g, dim=at["dim"], index=i) if n else None for i, n in enumerate(need)),
+               (Save("dim", "attr:dim", freed=False),), "promote", explain=_stack_error))

@@ -1,0 +1,6 @@
+"""staticgrad.optim: optimizers with PyTorch's param_groups and update rules."""
+
+from staticgrad.optim.optimizer import Optimizer
+from staticgrad.optim.sgd import SGD
+
+__all__ = ["Optimizer", "SGD"]

@@ -1,0 +1,222 @@
+"""Optimizer base: param_groups and per-parameter state as in PyTorch.
+
+Under ``@staticgrad.compile`` an optimizer step is recorded like any other ops. Its
+hyperparameters are read through ``hyper()``, so a replay re-reads them from ``param_groups``
+(changing ``lr`` between calls takes effect); the branches it takes (momentum or not, which
+state buffers exist) are guards, so a change there makes the plan retrace.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from staticgrad._state import Tracing, bump_epoch
+from staticgrad.tensor import Tensor
+
+_MISSING = object()
+
+
+def _branch_class(value):
+    """What a recorded step's branches can depend on: a flag, whether a number is zero, an object."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    return id(value)
+
+
+class ParamGroup(dict):
+    """A parameter group. Changing a value in a way that flips a branch of the update rule
+    (momentum to 0, nesterov on, new params) bumps the state epoch so compiled plans re-check
+    their guards; changing it within a branch (a new lr) does not need to."""
+
+    def __setitem__(self, key, value):
+        old = self.get(key, _MISSING)
+        super().__setitem__(key, value)
+        if old is _MISSING or _branch_class(old) != _branch_class(value):
+            bump_epoch()
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        bump_epoch()
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+
+class EpochDict(dict):
+    """Per-parameter optimizer state: adding or removing entries bumps the state epoch."""
+
+    def __setitem__(self, key, value):
+        if key not in self or self[key] is not value:
+            bump_epoch()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        bump_epoch()
+
+    def pop(self, *args):
+        bump_epoch()
+        return super().pop(*args)
+
+    def clear(self):
+        bump_epoch()
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        bump_epoch()
+        super().update(*args, **kwargs)
+
+
+class OptimizerState(defaultdict):
+    """``optimizer.state``: a defaultdict of EpochDicts that bumps the epoch on changes."""
+
+    def __init__(self, *args):
+        super().__init__(EpochDict, *args)
+
+    def __missing__(self, key):
+        bump_epoch()
+        return super().__missing__(key)
+
+    def __setitem__(self, key, value):
+        bump_epoch()
+        super().__setitem__(key, value if isinstance(value, EpochDict) else EpochDict(value))
+
+    def __delitem__(self, key):
+        bump_epoch()
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        bump_epoch()
+        return super().pop(*args)
+
+    def clear(self):
+        bump_epoch()
+        super().clear()
+
+
+def hyper(group: dict, key: str):
+    """``group[key]``; while tracing, a number a replay re-reads from the group."""
+    value = group[key]
+    tracer = Tracing.tracer
+    if tracer is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return tracer.dynamic_scalar(value, lambda: group[key], f"param_groups[{key!r}]")
+
+
+class Optimizer:
+    def __init__(self, params, defaults: dict):
+        self.defaults = defaults
+        self.state = OptimizerState()
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            "but got " + type(params).__name__)
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def __setattr__(self, name, value):
+        if name in ("state", "param_groups"):
+            bump_epoch()
+        object.__setattr__(self, name, value)
+
+    def add_param_group(self, group: dict) -> None:
+        group = ParamGroup(group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is " + type(p).__name__)
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in existing for p in group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        from staticgrad.autograd.grad_mode import no_grad
+
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    with no_grad():
+                        p.grad.zero_()
+
+    def structure(self) -> tuple:
+        """What the recorded ops of a step depend on besides tensor values: the parameters,
+        the branches the hyperparameters select, and which state buffers exist."""
+        rows = []
+        for group in self.param_groups:
+            flags = tuple((k, v) for k, v in sorted(group.items()) if k != "params" and isinstance(v, bool))
+            branches = tuple((k, group[k] != 0) for k in self._branch_keys if k in group)
+            params = tuple((id(p), tuple(sorted(self.state[p])) if p in self.state else ()) for p in group["params"])
+            rows.append((flags, branches, params))
+        return tuple(rows)
+
+    _branch_keys = ()
+
+    def _guard_structure(self) -> None:
+        tracer = Tracing.tracer
+        if tracer is not None:
+            tracer.add_guard(self.structure, self.structure(), f"{type(self).__name__} state and branches")
+
+    def state_dict(self) -> dict:
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                packed["params"].append(index[id(p)])
+            groups.append(packed)
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: (v.detach().clone() if isinstance(v, Tensor) else v)
+                                           for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        params = [p for g in self.param_groups for p in g["params"]]
+        for group, saved in zip(self.param_groups, groups):
+            if len(group["params"]) != len(saved["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group")
+            for k, v in saved.items():
+                if k != "params":
+                    group[k] = v
+        self.state = OptimizerState()
+        for i, entry in state_dict["state"].items():
+            self.state[params[int(i)]] = {k: (v.detach().clone() if isinstance(v, Tensor) else v)
+                                          for k, v in entry.items()}
+
+    def __repr__(self) -> str:
+        lines = [type(self).__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k != "params"):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)

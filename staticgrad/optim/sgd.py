@@ -1,0 +1,61 @@
+"""SGD with momentum, dampening, weight decay and Nesterov, as PyTorch's for-loop version."""
+
+from __future__ import annotations
+
+from staticgrad.autograd.grad_mode import enable_grad, no_grad
+from staticgrad.functional import clone
+from staticgrad.optim.optimizer import Optimizer, hyper
+
+
+class SGD(Optimizer):
+    _branch_keys = ("momentum", "weight_decay", "dampening")
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach=None, differentiable: bool = False, fused=None):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
+                        fused=fused)
+        super().__init__(params, defaults)
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        self._guard_structure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group: dict) -> None:
+        lr = hyper(group, "lr")
+        momentum = hyper(group, "momentum")
+        dampening = hyper(group, "dampening")
+        weight_decay = hyper(group, "weight_decay")
+        for p in group["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            d_p = -grad if group["maximize"] else grad
+            if group["weight_decay"] != 0:
+                d_p = d_p.add(p, alpha=weight_decay)
+            if group["momentum"] != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = clone(d_p).detach()
+                    state["momentum_buffer"] = buf
+                else:
+                    buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+                d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
+            p.add_(d_p, alpha=-lr)

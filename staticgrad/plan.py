@@ -1,0 +1,173 @@
+"""A compiled plan as users see it: the recorded IR, the buffer plan, and ``replay``.
+
+``replay`` binds a call's tensors to the program's slots (arguments by value, captured state by
+reference), runs it, and leaves the state an eager call would: new ``.grad`` tensors, parameters
+and optimizer buffers updated in place (version counters bumped), fresh output tensors.
+"""
+
+from __future__ import annotations
+
+from staticgrad._state import Epoch, bump_epoch
+from staticgrad.autograd.node import ReleasedNode
+from staticgrad.tensor import Tensor
+
+_MISSING = object()
+
+
+class Plan:
+    def __init__(self, record, graph, program, executor, tree, key, keep, global_guards, pass_report, epoch):
+        self.record = record
+        self.graph = graph
+        self.program = program
+        self.executor = executor
+        self.signature = key
+        self.pass_report = pass_report
+        self.failure = record.failure
+        self.replayable = record.failure is None
+        self.escaped = False
+        self.reason = None
+        self._tree = tree
+        self._keep = keep
+        self._globals = global_guards
+        self._epoch = epoch
+        self._captured = record.captured
+        self._captured_tensors = [src[1] for src in record.captured if src[0] == "tensor"]
+        self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
+        self._captured_meta = [(t, t._data.shape, t._data.dtype, t._requires_grad) for t in self._captured_tensors]
+        self._scalar_getters = record.scalar_getters
+        self._nodes = {}
+        for spec in record.outputs:
+            if spec[0] == "value" and spec[2][1] is not None:
+                self._nodes.setdefault(spec[2][1], ReleasedNode(spec[2][1]))
+
+    @classmethod
+    def failed(cls, record, key) -> "Plan":
+        plan = cls.__new__(cls)
+        plan.record, plan.graph, plan.program, plan.executor = record, None, None, None
+        plan.signature, plan.failure, plan.replayable, plan.escaped = key, record.failure, False, False
+        plan.reason = record.failure
+        return plan
+
+    def mark_escaped(self, escapes: list) -> None:
+        self.replayable = False
+        self.escaped = True
+        self.reason = f"{escapes[0]} made inside the call was kept outside it"
+
+    # ---- guards ---------------------------------------------------------------------------------
+
+    def guards_hold(self, flat: list) -> bool:
+        for holder, name, obj in self._globals:
+            current = holder.get(name, _MISSING) if name is not None else _cell(holder)
+            if current is not obj:
+                return False
+        for index, expected in self.record.input_guards:
+            g = flat[index]._grad
+            if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
+                return False
+        if self._epoch != Epoch.value:
+            if not self._state_guards_hold():
+                return False
+            self._epoch = Epoch.value
+        return True
+
+    def _state_guards_hold(self) -> bool:
+        for t, shape, dtype, requires_grad in self._captured_meta:
+            data = t._data
+            if data.shape != shape or data.dtype != dtype or t._requires_grad != requires_grad:
+                return False
+        for guard in self.record.state_guards:
+            if guard.check() != guard.expected:
+                return False
+        return True
+
+    # ---- replay --------------------------------------------------------------------------------
+
+    def _bind_captured(self, flat: list) -> list:
+        if self._all_plain_captures:
+            return [t._data for t in self._captured_tensors]
+        arrays = []
+        for kind, ref in self._captured:
+            if kind == "tensor":
+                arrays.append(ref._data)
+            elif kind == "grad":
+                arrays.append(ref._grad._data)
+            else:
+                arrays.append(flat[ref]._grad._data)
+        return arrays
+
+    def replay(self, flat: list):
+        record = self.record
+        results = self.executor.run([t._data for t in flat], self._bind_captured(flat),
+                                    [g() for g in self._scalar_getters])
+        for target, count in record.version_bumps:
+            t = flat[target[1]] if type(target) is tuple else target
+            t._version_counter[0] += count
+        leaves = []
+        for spec in record.outputs:
+            kind = spec[0]
+            if kind == "value":
+                requires_grad, node_name = spec[2]
+                t = Tensor._make(results[spec[1]], requires_grad, self._nodes.get(node_name))
+                leaves.append(t)
+            elif kind == "input":
+                leaves.append(flat[spec[1]])
+            else:
+                leaves.append(spec[1])
+        for owner, final in record.grad_slots:
+            kind = owner[0]
+            target = owner[1] if kind == "captured" else flat[owner[1]] if kind == "input" else leaves[owner[1]]
+            new = _grad_value(final, results, flat)
+            if kind == "captured" and (new is None) != (target._grad is None):
+                bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
+            target._grad = new
+        return _rebuild(self._tree, leaves)
+
+    # ---- inspection -------------------------------------------------------------------------
+
+    def to_networkx(self):
+        """The recorded program as a ``networkx.DiGraph`` (nodes carry op, shape and dtype)."""
+        return self.graph.to_networkx()
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.program.arena_bytes
+
+    @property
+    def lower_bound_bytes(self) -> int:
+        return self.program.notes["lower_bound"]
+
+    def __repr__(self) -> str:
+        if self.graph is None:
+            return f"<Plan (eager: {self.failure})>"
+        state = "replayable" if self.replayable else f"not replayable: {self.reason or self.failure}"
+        return (f"<Plan {len(self.graph.ops)} ops, {len(self.graph.inputs)} inputs, {len(self.graph.captured)} "
+                f"captured, arena {self.program.arena_bytes} B; {state}>")
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+def _grad_value(final, results, flat):
+    if final is None:
+        return None
+    kind, ref = final
+    if kind == "value":
+        return Tensor._make(results[ref], False, None)
+    if kind == "input":
+        return flat[ref]
+    return ref
+
+
+def _rebuild(tree, leaves):
+    if isinstance(tree, int):
+        return leaves[tree]
+    kind = tree[0]
+    if kind == "namedtuple":
+        return tree[1](*[_rebuild(t, leaves) for t in tree[2]])
+    if kind is dict:
+        return {k: _rebuild(t, leaves) for k, t in tree[1]}
+    return kind(_rebuild(t, leaves) for t in tree[1])

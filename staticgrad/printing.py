@@ -1,0 +1,54 @@
+"""How tensors print: PyTorch's layout (``tensor([1., 2.], requires_grad=True)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_HIDDEN_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+
+
+def _float_formatter(array: np.ndarray):
+    finite = array[np.isfinite(array)]
+    if finite.size == 0:
+        return lambda v: f"{v}"
+    magnitude = np.abs(finite)
+    if np.all(finite == np.round(finite)) and magnitude.max() < 1e8:
+        width = max(len(f"{v:.0f}.") for v in finite.flat)
+        return lambda v: f"{v:.0f}.".rjust(width) if np.isfinite(v) else str(v).rjust(width)
+    nonzero = magnitude[magnitude > 0]
+    if magnitude.max() >= 1e8 or (nonzero.size and nonzero.min() < 1e-4) or (
+            nonzero.size and magnitude.max() / nonzero.min() > 1e3 and magnitude.max() > 1e3):
+        width = max(len(f"{v:.4e}") for v in finite.flat)
+        return lambda v: f"{v:.4e}".rjust(width)
+    width = max(len(f"{v:.4f}") for v in finite.flat)
+    return lambda v: f"{v:.4f}".rjust(width)
+
+
+def format_array(array: np.ndarray, prefix: str) -> str:
+    if array.dtype.kind == "f":
+        formatter = {"float_kind": _float_formatter(array)}
+    elif array.dtype.kind == "b":
+        formatter = {"bool": lambda v: "True" if v else "False"}
+    else:
+        formatter = None
+    if array.ndim == 0:
+        return formatter["float_kind"](array.item()) if array.dtype.kind == "f" else str(array.item())
+    return np.array2string(array, separator=", ", prefix=prefix, formatter=formatter, max_line_width=80,
+                           threshold=1000, edgeitems=3)
+
+
+def tensor_repr(t) -> str:
+    array = t._data
+    body = format_array(array, "tensor(")
+    suffix = []
+    if array.dtype not in _HIDDEN_DTYPES:
+        from staticgrad.ops.dtypes import from_numpy_dtype
+
+        suffix.append(f"dtype={from_numpy_dtype(array.dtype)!r}")
+    if t.grad_fn is not None:
+        suffix.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._requires_grad:
+        suffix.append("requires_grad=True")
+    if array.size == 0 and array.ndim != 1:
+        suffix.insert(0, f"size={tuple(array.shape)}")
+    return "tensor(" + body + "".join(", " + s for s in suffix) + ")"

@@ -1,0 +1,67 @@
+"""Run a Program: bind a call's arrays to slots, run each step's kernel over arena views,
+write back in-place updates, hand back the results.
+
+This is the plain interpreter: the oracle every faster way of running a program must match.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.errors import PlanError
+from staticgrad.ops import OPS
+from staticgrad.runtime.arena import Arena
+from staticgrad.runtime.program import MULTI, OUT, VIEW, Program
+
+
+class Interpreter:
+    def __init__(self, program: Program):
+        self.program = program
+        self.arena = Arena(program.arena_bytes, program.alignment)
+        template = [None] * program.n_slots
+        fresh = []
+        for spec in program.buffers:
+            if spec.offset is None:
+                fresh.append((spec.slot, spec.shape, spec.dtype))
+            else:
+                template[spec.slot] = self.arena.view(spec.offset, spec.shape, spec.dtype)
+        for slot, array in program.constants.items():
+            template[slot] = array
+        self._template = template
+        self._fresh = fresh
+        self._steps = [(OPS[s.op].forward, s.inputs, s.outputs, dict(s.attrs), s.dynamic, s.mode)
+                       for s in program.steps]
+        constant_results = set(program.constants)
+        self._copy_results = [slot in constant_results for slot in program.result_slots]
+
+    def run(self, inputs: list, captured: list, scalars: list) -> list:
+        program = self.program
+        if len(inputs) != len(program.input_slots) or len(captured) != len(program.captured_slots):
+            raise PlanError(f"plan expects {len(program.input_slots)} inputs and {len(program.captured_slots)} "
+                            f"captured arrays, got {len(inputs)} and {len(captured)}")
+        env = self._template.copy()
+        for slot, array in zip(program.input_slots, inputs):
+            env[slot] = array
+        for slot, array in zip(program.captured_slots, captured):
+            env[slot] = array
+        for slot, shape, dtype in self._fresh:
+            env[slot] = np.empty(shape, dtype)
+        for forward, ins, outs, attrs, dynamic, mode in self._steps:
+            if dynamic:
+                attrs = dict(attrs)
+                for name, index in dynamic:
+                    attrs[name] = scalars[index]
+            args = [env[i] for i in ins]
+            if mode == OUT:
+                forward(*args, out=env[outs[0]], **attrs)
+            elif mode == VIEW:
+                env[outs[0]] = forward(*args, **attrs)
+            else:
+                for slot, array in zip(outs, forward(*args, **attrs)):
+                    env[slot] = array
+        for source, target in program.writebacks:
+            np.copyto(env[target], env[source])
+        return [env[s].copy() if copy else env[s] for s, copy in zip(program.result_slots, self._copy_results)]
+
+
+__all__ = ["Interpreter", "MULTI", "OUT", "VIEW"]

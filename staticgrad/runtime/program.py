@@ -1,0 +1,54 @@
+"""A plan as the runtime executes it: steps over numbered slots, and where each slot's buffer
+lives (an arena offset, a fresh array per call, a bound input, a constant).
+
+Plain data: the runtime needs nothing from the compiler or the model's code to run it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# How a step produces its output(s).
+OUT = "out"      # writes into the slot's preallocated buffer (kernel called with out=)
+VIEW = "view"    # returns a view of its first input (no buffer of its own)
+MULTI = "multi"  # returns several fresh arrays
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    op: str
+    inputs: tuple
+    outputs: tuple
+    attrs: tuple            # static (name, value) pairs passed to the kernel
+    dynamic: tuple = ()     # (attr name, scalar index) read from the call's scalars
+    mode: str = OUT
+
+
+@dataclass(frozen=True, slots=True)
+class BufferSpec:
+    slot: int
+    shape: tuple
+    dtype: np.dtype
+    offset: int | None      # None: allocated fresh on every call (results)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclass
+class Program:
+    n_slots: int
+    steps: list
+    input_slots: list
+    captured_slots: list
+    constants: dict
+    buffers: list                  # BufferSpec for every op output that owns memory
+    arena_bytes: int
+    result_slots: list
+    writebacks: list               # (source slot, input or captured slot to overwrite in place)
+    n_scalars: int = 0
+    alignment: int = 64
+    notes: dict = field(default_factory=dict)

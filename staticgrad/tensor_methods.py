@@ -1,0 +1,116 @@
+"""Tensor's PyTorch methods and operators, attached to the class from the functional layer."""
+
+from __future__ import annotations
+
+from staticgrad import functional as fn
+from staticgrad import indexing
+from staticgrad.ops import dtypes as _dtypes
+from staticgrad.tensor import Tensor
+
+
+def _reflect(f):
+    def method(self, other):
+        return f(other, self)
+    return method
+
+
+def _to(self, *args, **kwargs):
+    """``.to(dtype)``; devices other than "cpu" are refused."""
+    dtype = kwargs.get("dtype")
+    for a in args:
+        if isinstance(a, _dtypes.DType) or a in (float, int, bool):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif str(a) != "cpu":
+            raise RuntimeError(f"staticgrad runs on the CPU only; cannot move a tensor to {a!r}")
+    device = kwargs.get("device")
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"staticgrad runs on the CPU only; cannot move a tensor to {device!r}")
+    return self if dtype is None else fn.to_dtype(self, dtype)
+
+
+def _max(self, dim=None, keepdim=False):
+    return fn.max(self, dim, keepdim)
+
+
+def _min(self, dim=None, keepdim=False):
+    return fn.min(self, dim, keepdim)
+
+
+def _view(self, *shape):
+    return fn.view(self, *shape)
+
+
+def _reshape(self, *shape):
+    return fn.reshape(self, *shape)
+
+
+def _permute(self, *dims):
+    return fn.permute(self, *dims)
+
+
+def _expand(self, *sizes):
+    return fn.expand(self, *sizes)
+
+
+def _repeat_type(dtype):
+    return lambda self: fn.to_dtype(self, dtype)
+
+
+METHODS = {
+    # operators
+    "__add__": fn.add, "__radd__": _reflect(fn.add), "__iadd__": fn.add_,
+    "__sub__": fn.sub, "__rsub__": _reflect(fn.sub), "__isub__": fn.sub_,
+    "__mul__": fn.mul, "__rmul__": _reflect(fn.mul), "__imul__": fn.mul_,
+    "__truediv__": fn.div, "__rtruediv__": _reflect(fn.div), "__itruediv__": fn.div_,
+    "__pow__": fn.pow, "__rpow__": _reflect(fn.pow), "__matmul__": fn.matmul, "__rmatmul__": _reflect(fn.matmul),
+    "__neg__": fn.neg, "__abs__": fn.abs,
+    "__eq__": fn.eq, "__ne__": fn.ne, "__lt__": fn.lt, "__le__": fn.le, "__gt__": fn.gt, "__ge__": fn.ge,
+    "__and__": fn.logical_and, "__invert__": fn.logical_not,
+    "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
+    # math
+    "add": fn.add, "sub": fn.sub, "mul": fn.mul, "div": fn.div, "true_divide": fn.div, "pow": fn.pow,
+    "neg": fn.neg, "exp": fn.exp, "log": fn.log, "tanh": fn.tanh, "sigmoid": fn.sigmoid, "relu": fn.relu,
+    "sqrt": fn.sqrt, "rsqrt": fn.rsqrt, "reciprocal": fn.reciprocal, "abs": fn.abs, "sign": fn.sign,
+    "square": fn.square, "clamp": fn.clamp, "clip": fn.clamp, "maximum": fn.maximum, "minimum": fn.minimum,
+    "eq": fn.eq, "ne": fn.ne, "lt": fn.lt, "le": fn.le, "gt": fn.gt, "ge": fn.ge,
+    "logical_and": fn.logical_and, "logical_not": fn.logical_not,
+    "sum": fn.sum, "mean": fn.mean, "max": _max, "min": _min, "amax": fn.amax, "amin": fn.amin,
+    "argmax": fn.argmax, "argmin": fn.argmin, "softmax": fn.softmax, "log_softmax": fn.log_softmax,
+    "logsumexp": fn.logsumexp, "gather": fn.gather,
+    "matmul": fn.matmul, "mm": fn.mm, "bmm": fn.bmm, "mv": fn.mv, "dot": fn.dot,
+    # shape
+    "view": _view, "reshape": _reshape, "flatten": fn.flatten, "transpose": fn.transpose, "swapaxes": fn.transpose,
+    "t": fn.t, "permute": _permute, "unsqueeze": fn.unsqueeze, "squeeze": fn.squeeze, "expand": _expand,
+    "expand_as": fn.expand_as, "split": fn.split, "chunk": fn.chunk, "narrow": fn.narrow, "unbind": fn.unbind,
+    "view_as": lambda self, other: fn.view(self, other._data.shape),
+    "reshape_as": lambda self, other: fn.reshape(self, other._data.shape),
+    # copies and types
+    "clone": fn.clone, "detach": fn.detach, "to": _to, "type_as": lambda self, other: fn.to_dtype(self, other.dtype),
+    "float": _repeat_type(_dtypes.float32), "double": _repeat_type(_dtypes.float64),
+    "long": _repeat_type(_dtypes.int64), "int": _repeat_type(_dtypes.int32), "bool": _repeat_type(_dtypes.bool_),
+    "half": _repeat_type(_dtypes.float16), "cpu": lambda self: self, "contiguous": lambda self: self if self.is_contiguous() else fn.clone(self),
+    # in place
+    "add_": fn.add_, "sub_": fn.sub_, "mul_": fn.mul_, "div_": fn.div_, "copy_": fn.copy_, "zero_": fn.zero_,
+    "fill_": fn.fill_, "clamp_": fn.clamp_, "pow_": fn.pow_, "exp_": fn.exp_, "tanh_": fn.tanh_,
+    "sigmoid_": fn.sigmoid_, "relu_": fn.relu_, "sqrt_": fn.sqrt_, "neg_": fn.neg_, "abs_": fn.abs_, "log_": fn.log_,
+}
+
+
+def _detach_(self):
+    """Detach in place: the tensor becomes a leaf that does not require grad."""
+    if self._base is not None and self.grad_fn is not None:
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+    self.grad_fn = None
+    self._requires_grad = False
+    return self
+
+
+METHODS["detach_"] = _detach_
+
+for _name, _fn in METHODS.items():
+    setattr(Tensor, _name, _fn)
+
+Tensor.T = property(lambda self: fn.permute(self, tuple(reversed(range(self._data.ndim)))))
+Tensor.mT = property(lambda self: fn.transpose(self, -2, -1))

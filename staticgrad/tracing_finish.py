@@ -1,0 +1,178 @@
+"""The end of a traced call: turn what the tracer saw into a TraceRecord for compile.
+
+Decides what each output is on replay, which ``.grad`` slots a replay must set, which outside
+storages it must overwrite in place, and whether any tensor made during the call escaped into
+Python state that a replay would not update.
+"""
+
+from __future__ import annotations
+
+from staticgrad.autograd.node import AccumulateGrad, SavedTensor
+from staticgrad.tensor import Tensor
+from staticgrad.tracing import TraceRecord, Tracer
+
+
+def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
+    record = TraceRecord(graph=None, input_count=len(tracer._input_ids), captured=tracer._captured,
+                         scalar_getters=tracer._scalar_getters, state_guards=tracer._guards,
+                         input_guards=tracer._input_guards, outputs=[], grad_slots=[], version_bumps=[],
+                         failure=tracer.failure)
+    if tracer.failure is not None:
+        return record
+    results, result_index = [], {}
+
+    def result_of(vid: int) -> int:
+        if vid not in result_index:
+            result_index[vid] = len(results)
+            results.append(vid)
+        return result_index[vid]
+
+    created = tracer._created_ids
+    output_positions = {}
+    for position, obj in enumerate(flat_outputs):
+        if not isinstance(obj, Tensor):
+            record.outputs.append(("object", obj))
+            continue
+        key = id(obj)
+        output_positions.setdefault(key, position)
+        if key in tracer._input_ids:
+            record.outputs.append(("input", tracer._input_ids[key]))
+        elif key not in created:
+            record.outputs.append(("object", obj))
+        else:
+            vid = tracer._read(obj)
+            record.outputs.append(("value", result_of(vid), _output_info(tracer, obj)))
+        if tracer.failure is not None:
+            record.failure = tracer.failure
+            return record
+
+    slot_finals = set()
+    for key, ref in tracer._grad_slots.items():
+        t = ref()
+        if t is None:
+            continue
+        if t._grad is not None:
+            slot_finals.add(id(t._grad))
+        if key in tracer._input_ids:
+            owner = ("input", tracer._input_ids[key])
+        elif key in created:
+            if key not in output_positions:
+                continue
+            owner = ("output", output_positions[key])
+        else:
+            owner = ("captured", t)
+        final = t._grad
+        if final is None:
+            record.grad_slots.append((owner, None))
+        elif id(final) in tracer._input_ids:
+            record.grad_slots.append((owner, ("input", tracer._input_ids[id(final)])))
+        elif id(final) in created:
+            record.grad_slots.append((owner, ("value", result_of(tracer._read(final)))))
+        elif _is_own_captured_grad(tracer, final, t):
+            continue
+        else:
+            record.grad_slots.append((owner, ("object", final)))
+
+    writebacks = []
+    for storage, where in tracer._external.items():
+        count = tracer._storage_writes.get(storage, 0)
+        if not count:
+            continue
+        writebacks.append((tracer._storage_value[storage], storage))
+        if where[0] == "input":
+            record.version_bumps.append((("input", where[1]), count))
+        else:
+            record.version_bumps.append((where[2], count))
+    _check_shared_memory(tracer, writebacks)
+
+    record.escapes = _escapes(tracer, flat_outputs, slot_finals)
+    record.failure = tracer.failure
+    record.graph = tracer.tape.finish(results, writebacks)
+    return record
+
+
+def _is_own_captured_grad(tracer: Tracer, grad: Tensor, owner: Tensor) -> bool:
+    """The slot still holds the gradient tensor the call found there (updated in place)."""
+    for source in tracer._captured:
+        if source[0] == "grad" and source[1] is owner and owner._grad is grad:
+            return True
+    return False
+
+
+def _output_info(tracer: Tracer, t: Tensor):
+    """(requires_grad, name of a released grad_fn to show) for a tensor a replay returns."""
+    fn = t.grad_fn
+    if fn is None:
+        return (t._requires_grad, None)
+    if _graph_is_live(fn):
+        tracer.fail("it returns a tensor whose autograd graph is still live, and a replay builds no graph; "
+                    "call backward() inside the compiled function (compile the whole training step), "
+                    "return a detached tensor, or run it under no_grad()")
+        return (True, None)
+    return (True, fn.name())
+
+
+def _graph_is_live(fn) -> bool:
+    stack, seen = [fn], set()
+    while stack:
+        node = stack.pop()
+        if node in seen or node is None:
+            continue
+        seen.add(node)
+        if type(node) is AccumulateGrad:
+            continue
+        if not node._released:
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
+def _graph_tensors(flat_outputs) -> set:
+    """Ids of tensors that outputs' (released) graphs still reference."""
+    ids, stack, seen = set(), [], set()
+    for obj in flat_outputs:
+        if isinstance(obj, Tensor) and obj.grad_fn is not None:
+            stack.append(obj.grad_fn)
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node) is AccumulateGrad:
+            ids.add(id(node.variable))
+            continue
+        for value in (node._saved or {}).values():
+            if type(value) is SavedTensor and value.tensor is not None:
+                ids.add(id(value.tensor))
+        stack.extend(n for n, _ in node.next_functions)
+    return ids
+
+
+def _escapes(tracer: Tracer, flat_outputs, slot_finals: set) -> list:
+    """Tensors made during the call that something outside still holds (and a replay would not update)."""
+    allowed = {id(o) for o in flat_outputs if isinstance(o, Tensor)} | _graph_tensors(flat_outputs) | slot_finals
+    escaped = []
+    for ref in tracer._created:
+        t = ref()
+        if t is not None and id(t) not in allowed:
+            escaped.append(f"a {t.dtype.name}{list(t.shape)} tensor")
+    return escaped
+
+
+def _check_shared_memory(tracer: Tracer, writebacks) -> None:
+    """Refuse in-place updates to a captured tensor whose memory another captured tensor shares."""
+    import numpy as np
+
+    written = {target for _, target in writebacks}
+    arrays = []
+    for storage, where in tracer._external.items():
+        if where[0] == "captured":
+            arrays.append((storage, where[2]._data))
+    for storage, array in arrays:
+        if storage not in written:
+            continue
+        for other, other_array in arrays:
+            if other != storage and np.may_share_memory(array, other_array):
+                tracer.fail("an in-place update inside a compiled function writes memory that another tensor it "
+                            "reads also uses (a view or .data of it); replay keeps them apart, so use one tensor")
+                return

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 from staticgrad._state import Epoch, Tracing
 from staticgrad.autograd.grad_mode import GradMode
+from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.passes import run_pipeline
+from staticgrad.compiler.passes.fuse import fuse_elementwise
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.plan import Plan
-from staticgrad.runtime.executor import Interpreter
+from staticgrad.runtime.compiled import CompiledReplay
 from staticgrad.tensor import Tensor
 from staticgrad.tracing import Tracer
 
@@ -109,9 +111,12 @@ class CompiledFunction:
             self.stats.compile_seconds += time.perf_counter() - started
             return out
         graph, report = run_pipeline(record.graph)
-        program = plan_program(graph)
-        plan = Plan(record, graph, program, Interpreter(program), tree, key, keep, _global_guards(self.fn),
-                    report, epoch)
+        fused, changed = fuse_elementwise(graph)
+        report.append(("fuse_elementwise", changed))
+        program = plan_program(fused)
+        plan = Plan(record, fused, program, CompiledReplay(program, generate(program)), tree, key, keep,
+                    _global_guards(self.fn), report, epoch)
+        plan.unfused_graph = graph
         if record.escapes:
             previous_escaped = bool(entries) and entries[0].escaped
             plan.mark_escaped(record.escapes)

@@ -35,6 +35,15 @@ class Plan:
         self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
         self._captured_meta = [(t, t._data.shape, t._data.dtype, t._requires_grad) for t in self._captured_tensors]
         self._scalar_getters = record.scalar_getters
+        # The common cases of replay's bookkeeping, precomputed: version bumps and new .grad tensors
+        # of captured tensors; everything else goes through the general loops below.
+        self._bumps = [(target._version_counter, count) for target, count in record.version_bumps
+                       if type(target) is not tuple]
+        self._input_bumps = [(target[1], count) for target, count in record.version_bumps if type(target) is tuple]
+        self._fresh_grads = [(owner[1], final[1]) for owner, final in record.grad_slots
+                             if owner[0] == "captured" and final is not None and final[0] == "value"]
+        self._other_grads = [(owner, final) for owner, final in record.grad_slots
+                             if not (owner[0] == "captured" and final is not None and final[0] == "value")]
         self._nodes = {}
         for spec in record.outputs:
             if spec[0] == "value" and spec[2][1] is not None:
@@ -99,9 +108,15 @@ class Plan:
         record = self.record
         results = self.executor.run([t._data for t in flat], self._bind_captured(flat),
                                     [g() for g in self._scalar_getters])
-        for target, count in record.version_bumps:
-            t = flat[target[1]] if type(target) is tuple else target
-            t._version_counter[0] += count
+        for counter, count in self._bumps:
+            counter[0] += count
+        for index, count in self._input_bumps:
+            flat[index]._version_counter[0] += count
+        make = Tensor._make
+        for target, index in self._fresh_grads:
+            if target._grad is None:
+                bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
+            target._grad = make(results[index], False, None)
         leaves = []
         for spec in record.outputs:
             kind = spec[0]
@@ -113,7 +128,7 @@ class Plan:
                 leaves.append(flat[spec[1]])
             else:
                 leaves.append(spec[1])
-        for owner, final in record.grad_slots:
+        for owner, final in self._other_grads:
             kind = owner[0]
             target = owner[1] if kind == "captured" else flat[owner[1]] if kind == "input" else leaves[owner[1]]
             new = _grad_value(final, results, flat)

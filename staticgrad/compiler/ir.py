@@ -139,13 +139,23 @@ class Graph:
             g.add_node(f"%{v.id}", kind="value", value_kind=v.kind, shape=v.shape, dtype=v.dtype)
         for i, op in enumerate(self.ops):
             name = f"op{i}:{op.op}"
-            g.add_node(name, kind="op", op=op.op, attrs=dict(op.attrs), index=i,
+            g.add_node(name, kind="op", op=op.op, attrs=dict(op.attrs), index=i, members=fused_members(op),
                        shape=self.values[op.outputs[0]].shape, dtype=self.values[op.outputs[0]].dtype)
             for v in op.inputs:
                 g.add_edge(f"%{v}", name)
             for v in op.outputs:
                 g.add_edge(name, f"%{v}")
         return g
+
+
+def fused_members(op: Op) -> list:
+    """The op names a fused op stands for (its loops' bodies, then "sum" per epilogue)."""
+    if op.op != "fused":
+        return [op.op]
+    names = []
+    for loop in op.attr_dict["kernel"].loops:
+        names += [name for name, _, _ in loop.body] + ["sum"] * len(loop.sums)
+    return names
 
 
 def _type(v: Value) -> str:
@@ -183,3 +193,40 @@ def verify(graph: Graph) -> None:
             raise VerifyError(f"writeback source %{v} is never defined")
         if target not in graph.captured:
             raise VerifyError(f"writeback target %{target} is not a captured value")
+
+
+# ---- fused elementwise groups (built by passes/fuse.py, turned into source by codegen.py) --------
+
+@dataclass(frozen=True, slots=True)
+class KernelScalar:
+    """A kernel argument holding a value read at replay time (e.g. lr), cast to the loop dtype."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class FusedLoop:
+    """One loop nest over an iteration shape of ``ndim`` dims.
+
+    ``loads``: (source, pattern), the source ("in", k) for the k-th input array or ("out", k) for
+    an output an earlier loop stored; a pattern gives, per array dim, the iteration dim that
+    indexes it or -1 for a broadcast dim. ``body``: (op name, args, attrs), each arg ("in", k) for
+    the k-th load or ("t", j) for the j-th body result. ``stores``/``sums``: (body result, output
+    arg, pattern); a sum accumulates over the iteration dims its pattern leaves out."""
+
+    ndim: int
+    dtype: str
+    dims: tuple
+    loads: tuple
+    body: tuple
+    stores: tuple
+    sums: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class FusedKernel:
+    loops: tuple
+    n_inputs: int
+    n_outputs: int
+    n_scalars: int
+    n_dims: int

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from staticgrad.compiler.ir import Graph, ScalarSlot
-from staticgrad.runtime.program import MULTI, OUT, VIEW, BufferSpec, Program, Step
+from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, BufferSpec, Program, Step
 
 ALIGNMENT = 64
 
@@ -41,15 +41,61 @@ def alias_roots(graph: Graph) -> dict:
     return roots
 
 
-def lifetimes(graph: Graph) -> dict:
-    """Lifetime of every buffer an op output owns (views extend their root's lifetime)."""
+def direct_writebacks(graph: Graph) -> dict:
+    """Writebacks whose source can be computed straight into the target's storage: {source: target}.
+
+    Safe when nothing after the producing op reads the target's old value (or a view of it), the
+    source is not returned, and the producing op reads the target only where it writes it: a
+    fused loop loading and storing at the same index, or a single NumPy ufunc call."""
     roots = alias_roots(graph)
-    external = set(graph.inputs) | set(graph.captured) | set(graph.constants)
+    producer = {v: i for i, op in enumerate(graph.ops) for v in op.outputs}
+    results = set(graph.results)
+    direct = {}
+    for source, target in graph.writebacks:
+        p = producer.get(source)
+        if p is None or source in results or roots.get(source, source) != source:
+            continue
+        op = graph.ops[p]
+        if op.opdef.kind == "view" or (len(op.outputs) > 1 and op.op != "fused"):
+            continue
+        later_reads = any(roots.get(v, v) == target for later in graph.ops[p + 1:] for v in later.inputs)
+        if later_reads or not _reads_target_in_place(op, source, target, roots, graph):
+            continue
+        direct[source] = target
+    return direct
+
+
+def _reads_target_in_place(op, source: int, target: int, roots: dict, graph: Graph) -> bool:
+    reads = [v for v in op.inputs if roots.get(v, v) == target]
+    if not reads:
+        return True
+    if any(v != target for v in reads):
+        return False  # reads a view of the target: index patterns differ
+    if op.op == "fused":
+        kernel = op.attr_dict["kernel"]
+        arg, out = op.inputs.index(target), op.outputs.index(source)
+        store = [(n, pattern) for n, loop in enumerate(kernel.loops) for t, o, pattern in loop.stores if o == out]
+        loads = [(n, pattern) for n, loop in enumerate(kernel.loops) for src, pattern in loop.loads if src == ("in", arg)]
+        return len(store) == 1 and all(load == store[0] for load in loads)
+    if op.opdef.kind != "elementwise" or op.opdef.emit is None:
+        return False
+    shapes = [graph.values[v].shape for v in op.inputs] + [graph.values[source].shape]
+    statement = op.opdef.emit([f"x{i}" for i in range(len(op.inputs))], "out", dict(op.attrs), shapes)
+    return statement is not None and ";" not in statement and graph.values[target].shape == graph.values[source].shape
+
+
+def lifetimes(graph: Graph, bound: dict | None = None) -> dict:
+    """Lifetime of every buffer an op output owns (views extend their root's lifetime). Values in
+    ``bound`` live in another value's storage and own none."""
+    roots = alias_roots(graph)
+    if bound:
+        roots.update(bound)
+    external = set(graph.inputs) | set(graph.captured) | set(graph.constants) | set(bound or ())
     end = len(graph.ops)
     first, last = {}, {}
     multi = set()
     for i, op in enumerate(graph.ops):
-        if len(op.outputs) > 1:
+        if len(op.outputs) > 1 and op.op != "fused":
             multi.update(op.outputs)
         for v in op.outputs:
             r = roots.get(v, v)
@@ -63,6 +109,8 @@ def lifetimes(graph: Graph) -> dict:
         r = roots.get(v, v)
         if r in first:
             last[r] = end
+    for v in bound or ():
+        first.pop(v, None)
     out = {}
     for r, f in first.items():
         if r in external or r in multi:
@@ -108,7 +156,8 @@ def lower_bound(spans: list, n_steps: int) -> int:
 
 def plan_program(graph: Graph) -> Program:
     roots = alias_roots(graph)
-    spans = lifetimes(graph)
+    bound = direct_writebacks(graph)
+    spans = lifetimes(graph, bound)
     fresh = {roots.get(v, v) for v in graph.results}
     arena_spans = [lt for v, lt in spans.items() if v not in fresh]
     offsets, arena_bytes = pack(arena_spans)
@@ -123,17 +172,19 @@ def plan_program(graph: Graph) -> Program:
         dynamic = tuple((k, v.index) for k, v in op.attrs if isinstance(v, ScalarSlot))
         if op.opdef.kind == "view":
             mode = VIEW
+        elif op.op == "fused":
+            mode = KERNEL
         elif len(op.outputs) > 1:
             mode = MULTI
         else:
             mode = OUT
         steps.append(Step(op.op, op.inputs, op.outputs, static, dynamic, mode))
 
-    writebacks = list(graph.writebacks)
+    writebacks = [(src, target) for src, target in graph.writebacks if src not in bound]
     n_slots = max(graph.values) + 1 if graph.values else 0
     return Program(
         n_slots=n_slots, steps=steps, input_slots=list(graph.inputs), captured_slots=list(graph.captured),
         constants=dict(graph.constants), buffers=buffers, arena_bytes=arena_bytes,
         result_slots=list(graph.results), writebacks=writebacks, n_scalars=graph.n_scalars,
-        alignment=ALIGNMENT,
+        alignment=ALIGNMENT, aliases=bound,
         notes={"lower_bound": lower_bound(arena_spans, len(graph.ops))})

@@ -6,6 +6,10 @@ written with staticgrad ops (``backward(F, grad, saved, attrs, needs)``, where `
 op in this table on tensors, so the same formula serves eager backward, ``create_graph`` and
 tracing), and for elementwise ops a scalar expression the fusion code generator can inline.
 
+A scalar expression is exact or absent: it must perform the IEEE operations the NumPy forward
+performs, in the same order, so fused replay equals eager bit for bit; ops without one (tanh,
+exp, log: NumPy's SIMD loops differ from libm in the last bit and run ~20x faster) stay NumPy calls.
+
 A leaf: imports only NumPy (and its own submodules).
 """
 
@@ -16,7 +20,7 @@ from typing import Callable
 
 # What an op is, for the passes that care: fusion groups "elementwise", the planner aliases
 # "view" outputs to their input, constant folding evaluates "factory", never "random".
-KINDS = ("elementwise", "reduction", "view", "matmul", "factory", "random", "other")
+KINDS = ("elementwise", "reduction", "view", "matmul", "factory", "random", "other", "fused")
 
 # How an op's output dtype follows its inputs (see dispatch in staticgrad.tensor):
 #   promote: PyTorch type promotion over tensor inputs and scalar attrs
@@ -55,6 +59,12 @@ class OpDef:
     scalar_expr: Callable[[list, dict], str] | None = None
     explain: Callable | None = None
     grad_inputs: tuple[int, ...] | None = None  # inputs that can receive a gradient; None: all
+    # How generated replay code calls this op directly: emit(inputs, out, attrs, shapes) -> Python
+    # statements, or None to call ``forward``. Inputs and out are variable names (a view op assigns
+    # out); attrs hold Python values, those read at replay time printing as their variable names;
+    # shapes are the input shapes then the output shape. A multi-statement emitter may write out
+    # before it has read every input, so a planner must not give it an out that aliases an input.
+    emit: Callable[[list, str, dict, list], str | None] | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -83,9 +93,24 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
+def with_emit(name: str, emit: Callable) -> None:
+    """Attach a direct-NumPy emitter to a registered op (kept next to the op's family)."""
+    from dataclasses import replace
+
+    OPS[name] = replace(OPS[name], emit=emit)
+
+
+def lit(value) -> str:
+    """A scalar attribute inside a fused kernel's expression: a number becomes a literal of the
+    kernel's dtype ``T`` (NumPy's weak-scalar rule); a value read at replay time prints as its name."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"T({float(value)!r})"
+    return repr(value)
+
+
 def shape_str(shape) -> str:
     return "x".join(str(d) for d in shape)
 
 
 # The op families fill OPS on import.
-from staticgrad.ops import elementwise, reductions, shape, linalg, loss, factory  # noqa: E402,F401
+from staticgrad.ops import elementwise, reductions, shape, linalg, loss, factory, fused  # noqa: E402,F401

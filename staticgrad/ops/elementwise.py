@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops import OpDef, Save, lit, register, with_emit
 
 
 def broadcast_error(shapes, attrs, exc):
@@ -63,12 +63,12 @@ def _scaled(F, grad, factor):
 _binary("add", _add, "AddBackward0",
         lambda F, g, s, at, need: (g, _scaled(F, g, at.get("alpha", 1))),
         (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({x[0]} + {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} + {at['alpha']!r} * {x[1]})")
+        lambda x, at: f"({x[0]} + {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} + ({x[1]} * {lit(at['alpha'])}))")
 
 _binary("sub", _sub, "SubBackward0",
         lambda F, g, s, at, need: (g, _scaled(F, g, -at.get("alpha", 1))),
         (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({x[0]} - {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} - {at['alpha']!r} * {x[1]})")
+        lambda x, at: f"({x[0]} - {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} - ({x[1]} * {lit(at['alpha'])}))")
 
 _binary("mul", lambda a, b, out=None: np.multiply(a, b, out=out), "MulBackward0",
         lambda F, g, s, at, need: (g * s["other"] if need[0] else None, g * s["self"] if need[1] else None),
@@ -97,7 +97,7 @@ def _pow_backward(F, g, s, at, need):
 
 _binary("pow", lambda a, b, out=None: np.power(a, b, out=out), "PowBackward1", _pow_backward,
         (Save("self", 0), Save("exponent", 1), Save("result", "result", when=(1,))),
-        lambda x, at: f"({x[0]} ** {x[1]})")
+        lambda x, at: None)
 
 
 def _maximum_backward(F, g, s, at, need):
@@ -110,7 +110,7 @@ def _maximum_backward(F, g, s, at, need):
 
 
 _binary("maximum", lambda a, b, out=None: np.maximum(a, b, out=out), "MaximumBackward0", _maximum_backward,
-        (Save("self", 0), Save("other", 1)), lambda x, at: f"max({x[0]}, {x[1]})")
+        (Save("self", 0), Save("other", 1)), lambda x, at: None)
 
 
 def _minimum_backward(F, g, s, at, need):
@@ -122,31 +122,31 @@ def _minimum_backward(F, g, s, at, need):
 
 
 _binary("minimum", lambda a, b, out=None: np.minimum(a, b, out=out), "MinimumBackward0", _minimum_backward,
-        (Save("self", 0), Save("other", 1)), lambda x, at: f"min({x[0]}, {x[1]})")
+        (Save("self", 0), Save("other", 1)), lambda x, at: None)
 
 
 # ---- tensor (+) Python scalar: the scalar is an attribute, as PyTorch wraps it -------------------
 
 _binary("add_scalar", lambda a, out=None, other=0, alpha=1: np.add(a, other * alpha, out=out), "AddBackward0",
         lambda F, g, s, at, need: (g,), (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({x[0]} + {at['other'] * at.get('alpha', 1)!r})")
+        lambda x, at: f"({x[0]} + {lit(at['other'])})" if at.get("alpha", 1) == 1 else None)
 
 _binary("sub_scalar", lambda a, out=None, other=0, alpha=1: np.subtract(a, other * alpha, out=out), "SubBackward0",
         lambda F, g, s, at, need: (g,), (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({x[0]} - {at['other'] * at.get('alpha', 1)!r})")
+        lambda x, at: f"({x[0]} - {lit(at['other'])})" if at.get("alpha", 1) == 1 else None)
 
 _binary("rsub_scalar", lambda a, out=None, other=0, alpha=1: np.subtract(other, np.multiply(a, alpha) if alpha != 1 else a, out=out),
         "RsubBackward1", lambda F, g, s, at, need: (_scaled(F, F.neg(g), at.get("alpha", 1)),),
         (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({at['other']!r} - {x[0]})")
+        lambda x, at: f"({lit(at['other'])} - {x[0]})" if at.get("alpha", 1) == 1 else None)
 
 _binary("mul_scalar", lambda a, out=None, other=1: np.multiply(a, other, out=out), "MulBackward0",
         lambda F, g, s, at, need: (F.mul_scalar(g, other=s["other"]),), (Save("other", "attr:other"),),
-        lambda x, at: f"({x[0]} * {at['other']!r})")
+        lambda x, at: f"({x[0]} * {lit(at['other'])})")
 
 _binary("div_scalar", lambda a, out=None, other=1: np.true_divide(a, other, out=out), "DivBackward0",
         lambda F, g, s, at, need: (F.div_scalar(g, other=s["other"]),), (Save("other", "attr:other"),),
-        lambda x, at: f"({x[0]} / {at['other']!r})", dtype_rule="float")
+        lambda x, at: f"({x[0]} / {lit(at['other'])})", dtype_rule="float")
 
 
 def _pow_scalar_forward(a, out=None, exponent=1):
@@ -168,12 +168,12 @@ def _pow_scalar_backward(F, g, s, at, need):
 
 _binary("pow_scalar", _pow_scalar_forward, "PowBackward0", _pow_scalar_backward,
         (Save("self", 0), Save("exponent", "attr:exponent", freed=False)),
-        lambda x, at: f"({x[0]} * {x[0]})" if at["exponent"] == 2 else f"({x[0]} ** {at['exponent']!r})")
+        lambda x, at: f"({x[0]} * {x[0]})" if at["exponent"] == 2 else f"sqrt({x[0]})" if at["exponent"] == 0.5 else None)
 
 _binary("rpow_scalar", lambda a, out=None, base=1: np.power(base, a, out=out), "PowBackward2",
         lambda F, g, s, at, need: (g * F.mul_scalar(s["result"], other=float(np.log(s["self"]))),),
         (Save("self", "attr:base", freed=False), Save("result", "result")),
-        lambda x, at: f"({at['base']!r} ** {x[0]})", dtype_rule="float")
+        lambda x, at: None, dtype_rule="float")
 
 
 # ---- unary -----------------------------------------------------------------------------------
@@ -182,14 +182,14 @@ _unary("neg", lambda a, out=None: np.negative(a, out=out), "NegBackward0",
        lambda F, g, s, at, need: (F.neg(g),), (), lambda x, at: f"(-{x[0]})", dtype_rule="same")
 
 _unary("exp", lambda a, out=None: np.exp(a, out=out), "ExpBackward0",
-       lambda F, g, s, at, need: (g * s["result"],), (Save("result", "result"),), lambda x, at: f"exp({x[0]})")
+       lambda F, g, s, at, need: (g * s["result"],), (Save("result", "result"),), lambda x, at: None)
 
 _unary("log", lambda a, out=None: np.log(a, out=out), "LogBackward0",
-       lambda F, g, s, at, need: (g / s["self"],), (Save("self", 0),), lambda x, at: f"log({x[0]})")
+       lambda F, g, s, at, need: (g / s["self"],), (Save("self", 0),), lambda x, at: None)
 
 _unary("tanh", lambda a, out=None: np.tanh(a, out=out), "TanhBackward0",
        lambda F, g, s, at, need: (F.tanh_backward(g, s["result"]),), (Save("result", "result"),),
-       lambda x, at: f"tanh({x[0]})")
+       lambda x, at: None)
 
 
 def _sigmoid(a, out=None):
@@ -201,11 +201,11 @@ def _sigmoid(a, out=None):
 
 _unary("sigmoid", _sigmoid, "SigmoidBackward0",
        lambda F, g, s, at, need: (F.sigmoid_backward(g, s["result"]),), (Save("result", "result"),),
-       lambda x, at: f"(1.0 / (1.0 + exp(-{x[0]})))")
+       lambda x, at: None)
 
 _unary("relu", lambda a, out=None: np.maximum(a, 0, out=out), "ReluBackward0",
        lambda F, g, s, at, need: (F.threshold_backward(g, s["result"], threshold=0),), (Save("result", "result"),),
-       lambda x, at: f"max({x[0]}, 0)", dtype_rule="same")
+       lambda x, at: None, dtype_rule="same")
 
 _unary("sqrt", lambda a, out=None: np.sqrt(a, out=out), "SqrtBackward0",
        lambda F, g, s, at, need: (g / F.mul_scalar(s["result"], other=2.0),), (Save("result", "result"),),
@@ -214,7 +214,7 @@ _unary("sqrt", lambda a, out=None: np.sqrt(a, out=out), "SqrtBackward0",
 _unary("reciprocal", lambda a, out=None: np.reciprocal(a, out=out) if a.dtype.kind == "f" else np.true_divide(1.0, a, out=out),
        "ReciprocalBackward0",
        lambda F, g, s, at, need: (F.neg(g) * (s["result"] * s["result"]),), (Save("result", "result"),),
-       lambda x, at: f"(1.0 / {x[0]})")
+       lambda x, at: f"(T(1.0) / {x[0]})")
 
 def _rsqrt(a, out=None):
     t = np.sqrt(a)
@@ -223,14 +223,14 @@ def _rsqrt(a, out=None):
 
 _unary("rsqrt", _rsqrt, "RsqrtBackward0",
        lambda F, g, s, at, need: (F.mul_scalar(g * s["result"] * s["result"] * s["result"], other=-0.5),),
-       (Save("result", "result"),), lambda x, at: f"(1.0 / sqrt({x[0]}))")
+       (Save("result", "result"),), lambda x, at: f"(T(1.0) / sqrt({x[0]}))")
 
 _unary("abs", lambda a, out=None: np.abs(a, out=out), "AbsBackward0",
        lambda F, g, s, at, need: (g * F.sign(s["self"]),), (Save("self", 0),),
        lambda x, at: f"abs({x[0]})", dtype_rule="same")
 
 _unary("sign", lambda a, out=None: np.sign(a, out=out), "SignBackward0",
-       lambda F, g, s, at, need: (F.zeros_like(g),), (), lambda x, at: f"sign({x[0]})", dtype_rule="same")
+       lambda F, g, s, at, need: (F.zeros_like(g),), (), lambda x, at: None, dtype_rule="same")
 
 
 def _clamp(a, out=None, min=None, max=None):
@@ -253,18 +253,9 @@ def _clamp_backward(F, g, s, at, need):
     return (g * F.to_dtype(mask, dtype=g.dtype),)
 
 
-def _clamp_expr(x, at):
-    expr = x[0]
-    if at.get("min") is not None:
-        expr = f"max({expr}, {at['min']!r})"
-    if at.get("max") is not None:
-        expr = f"min({expr}, {at['max']!r})"
-    return expr
-
-
 _unary("clamp", _clamp, "ClampBackward1", _clamp_backward,
        (Save("self", 0), Save("min", "attr:min", freed=False), Save("max", "attr:max", freed=False)),
-       _clamp_expr, dtype_rule="same")
+       lambda x, at: None, dtype_rule="same")
 
 
 # ---- dedicated backward ops (differentiable again, for create_graph) ------------------------
@@ -281,7 +272,7 @@ register(OpDef(
         F.tanh_backward(gg, s["output"]) if need[0] else None,
         F.mul_scalar(gg * s["grad_output"] * s["output"], other=-2.0) if need[1] else None),
     (Save("grad_output", 0, when=(1,)), Save("output", 1)), "promote",
-    lambda x, at: f"({x[0]} * (1.0 - {x[1]} * {x[1]}))"))
+    lambda x, at: f"({x[0]} * (T(1.0) - ({x[1]} * {x[1]})))"))
 
 
 def _sigmoid_backward(g, y, out=None):
@@ -296,7 +287,7 @@ register(OpDef(
         F.sigmoid_backward(gg, s["output"]) if need[0] else None,
         gg * s["grad_output"] * F.rsub_scalar(F.mul_scalar(s["output"], other=2.0), other=1.0) if need[1] else None),
     (Save("grad_output", 0, when=(1,)), Save("output", 1)), "promote",
-    lambda x, at: f"({x[0]} * {x[1]} * (1.0 - {x[1]}))"))
+    lambda x, at: f"({x[0]} * ((T(1.0) - {x[1]}) * {x[1]}))"))
 
 
 def _threshold_backward(g, x, out=None, threshold=0):
@@ -311,7 +302,7 @@ register(OpDef(
     "threshold_backward", _threshold_backward, "elementwise", "ThresholdBackwardBackward0",
     lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None, None),
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
-    lambda x, at: f"({x[0]} if {x[1]} > {at['threshold']!r} else 0.0)",
+    lambda x, at: f"({x[0]} if {x[1]} > {lit(at['threshold'])} else T(0.0))",
     grad_inputs=(0,)))
 
 
@@ -324,7 +315,7 @@ def _clone(a, out=None):
     return out
 
 
-_unary("clone", _clone, "CloneBackward0", lambda F, g, s, at, need: (g,), (), lambda x, at: x[0], dtype_rule="same")
+_unary("clone", _clone, "CloneBackward0", lambda F, g, s, at, need: (g,), (), lambda x, at: f"{x[0]}", dtype_rule="same")
 
 
 def _to_dtype(a, out=None, dtype=None, self_dtype=None):
@@ -336,7 +327,7 @@ def _to_dtype(a, out=None, dtype=None, self_dtype=None):
 
 _unary("to_dtype", _to_dtype, "ToCopyBackward0",
        lambda F, g, s, at, need: (F.to_dtype(g, dtype=s["self_dtype"]),),
-       (Save("self_dtype", "attr:self_dtype", freed=False),), lambda x, at: x[0], dtype_rule="attr")
+       (Save("self_dtype", "attr:self_dtype", freed=False),), lambda x, at: None, dtype_rule="attr")
 
 
 def _copy(dst, src, out=None):
@@ -348,7 +339,7 @@ def _copy(dst, src, out=None):
 
 register(OpDef("copy", _copy, "elementwise", "CopyBackwards",
                lambda F, g, s, at, need: (F.zeros_like(g) if need[0] else None, g if need[1] else None),
-               (), "same", lambda x, at: x[1], broadcast_error))
+               (), "same", lambda x, at: f"{x[1]}", broadcast_error))
 
 
 def _fill(a, out=None, value=0.0):
@@ -359,24 +350,22 @@ def _fill(a, out=None, value=0.0):
 
 
 register(OpDef("fill", _fill, "elementwise", lambda at: "ZeroBackward0" if at["value"] == 0 else "FillBackward0",
-               lambda F, g, s, at, need: (F.zeros_like(g),), (), "same", lambda x, at: repr(float(at["value"]))))
+               lambda F, g, s, at, need: (F.zeros_like(g),), (), "same", lambda x, at: lit(at["value"])))
 
 
 # ---- comparisons and selection (not differentiable through the mask) ---------------------------
 
-for _name, _ufunc, _sym in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
-                            ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
+for _name, _ufunc in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                      ("gt", np.greater), ("ge", np.greater_equal)):
     register(OpDef(_name, (lambda u: lambda a, b, out=None: u(a, b, out=out))(_ufunc), "elementwise",
-                   dtype_rule="bool", explain=broadcast_error,
-                   scalar_expr=(lambda s: lambda x, at: f"({x[0]} {s} {x[1]})")(_sym)))
+                   dtype_rule="bool", explain=broadcast_error))
     register(OpDef(_name + "_scalar", (lambda u: lambda a, out=None, other=0: u(a, other, out=out))(_ufunc),
-                   "elementwise", dtype_rule="bool",
-                   scalar_expr=(lambda s: lambda x, at: f"({x[0]} {s} {at['other']!r})")(_sym)))
+                   "elementwise", dtype_rule="bool"))
 
 register(OpDef("logical_and", lambda a, b, out=None: np.logical_and(a, b, out=out), "elementwise",
-               dtype_rule="bool", explain=broadcast_error, scalar_expr=lambda x, at: f"({x[0]} and {x[1]})"))
+               dtype_rule="bool", explain=broadcast_error))
 register(OpDef("logical_not", lambda a, out=None: np.logical_not(a, out=out), "elementwise",
-               dtype_rule="bool", scalar_expr=lambda x, at: f"(not {x[0]})"))
+               dtype_rule="bool"))
 
 
 def _where(cond, a, b, out=None):
@@ -398,3 +387,53 @@ def _where_backward(F, g, s, at, need):
 register(OpDef("where", _where, "elementwise", "WhereBackward0", _where_backward,
                (Save("condition", 0),), "promote",
                lambda x, at: f"({x[1]} if {x[0]} else {x[2]})", grad_inputs=(1, 2)))
+
+
+# ---- direct NumPy calls for generated replay code ---------------------------------------------
+
+def _ufunc_emit(ufunc: str, arity: int = 1):
+    def emit(ins, out, at, shapes):
+        return f"np.{ufunc}({', '.join(ins[:arity])}, out={out})"
+    return emit
+
+
+def _scalar_emit(ufunc: str, expression):
+    def emit(ins, out, at, shapes):
+        return f"np.{ufunc}({ins[0]}, {expression(at)}, out={out})"
+    return emit
+
+
+def _alpha_emit(ufunc: str):
+    def emit(ins, out, at, shapes):
+        alpha = at.get("alpha", 1)
+        if alpha == 1:
+            return f"np.{ufunc}({ins[0]}, {ins[1]}, out={out})"
+        return f"np.{ufunc}({ins[0]}, np.multiply({ins[1]}, {alpha!r}), out={out})"
+    return emit
+
+
+for _name, _ufunc in (("neg", "negative"), ("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sqrt", "sqrt"),
+                      ("abs", "absolute"), ("sign", "sign")):
+    with_emit(_name, _ufunc_emit(_ufunc))
+for _name, _ufunc in (("mul", "multiply"), ("maximum", "maximum"), ("minimum", "minimum")):
+    with_emit(_name, _ufunc_emit(_ufunc, 2))
+with_emit("div", _ufunc_emit("true_divide", 2))
+with_emit("add", _alpha_emit("add"))
+with_emit("sub", _alpha_emit("subtract"))
+with_emit("relu", lambda ins, out, at, shapes: f"np.maximum({ins[0]}, 0, out={out})")
+with_emit("mul_scalar", _scalar_emit("multiply", lambda at: repr(at["other"])))
+with_emit("div_scalar", _scalar_emit("true_divide", lambda at: repr(at["other"])))
+with_emit("add_scalar", lambda ins, out, at, shapes: (
+    f"np.add({ins[0]}, {at['other']!r}, out={out})" if at.get("alpha", 1) == 1
+    else f"np.add({ins[0]}, {at['other']!r} * {at['alpha']!r}, out={out})"))
+with_emit("sub_scalar", lambda ins, out, at, shapes: (
+    f"np.subtract({ins[0]}, {at['other']!r}, out={out})" if at.get("alpha", 1) == 1
+    else f"np.subtract({ins[0]}, {at['other']!r} * {at['alpha']!r}, out={out})"))
+with_emit("clone", lambda ins, out, at, shapes: f"np.copyto({out}, {ins[0]})")
+with_emit("fill", lambda ins, out, at, shapes: f"{out}.fill({at['value']!r})")
+with_emit("tanh_backward", lambda ins, out, at, shapes: (
+    f"np.multiply({ins[1]}, {ins[1]}, out={out}); np.subtract(1, {out}, out={out}); "
+    f"np.multiply({ins[0]}, {out}, out={out})"))
+with_emit("sigmoid_backward", lambda ins, out, at, shapes: (
+    f"np.subtract(1, {ins[1]}, out={out}); np.multiply({out}, {ins[1]}, out={out}); "
+    f"np.multiply({ins[0]}, {out}, out={out})"))

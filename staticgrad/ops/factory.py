@@ -40,7 +40,7 @@ def _full(out=None, shape=(), value=0.0, dtype=None):
     return out
 
 
-register(OpDef("full", _full, "factory", dtype_rule="attr", scalar_expr=lambda x, at: repr(at["value"])))
+register(OpDef("full", _full, "factory", dtype_rule="attr"))
 
 
 def _zeros_like(a, out=None):
@@ -51,7 +51,7 @@ def _zeros_like(a, out=None):
 
 
 # zeros_like reads only its input's shape and dtype; the compiler folds it to a constant.
-register(OpDef("zeros_like", _zeros_like, "factory", dtype_rule="same", scalar_expr=lambda x, at: "0.0"))
+register(OpDef("zeros_like", _zeros_like, "factory", dtype_rule="same"))
 
 register(OpDef("arange", lambda out=None, start=0, end=0, step=1, dtype=None:
                _into(np.arange(start, end, step, dtype=dtype), out), "factory", dtype_rule="attr"))

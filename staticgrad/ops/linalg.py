@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register, shape_str
+from staticgrad.ops import OpDef, Save, register, shape_str, with_emit
 
 
 def _mm_error(shapes, attrs, exc):
@@ -109,3 +109,12 @@ def _dot(a, b, out=None):
 register(OpDef("dot", _dot, "matmul", "DotBackward0",
                lambda F, g, s, at, need: (g * s["tensor"] if need[0] else None, g * s["self"] if need[1] else None),
                (Save("self", 0, when=(1,)), Save("tensor", 1, when=(0,))), "promote", explain=_dot_error))
+
+
+# ---- direct NumPy calls for generated replay code ---------------------------------------------
+
+with_emit("mm", lambda ins, out, at, shapes: f"np.matmul({ins[0]}, {ins[1]}, out={out})")
+with_emit("bmm", lambda ins, out, at, shapes: f"np.matmul({ins[0]}, {ins[1]}, out={out})")
+with_emit("addmm", lambda ins, out, at, shapes: (
+    f"np.matmul({ins[1]}, {ins[2]}, out={out}); np.add({out}, {ins[0]}, out={out})"
+    if at.get("alpha", 1) == 1 and at.get("beta", 1) == 1 else None))

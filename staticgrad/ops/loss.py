@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops import OpDef, Save, lit, register
 from staticgrad.ops.elementwise import broadcast_error
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
@@ -53,10 +53,15 @@ def _mse_loss_backward_backward(F, gg, s, at, need):
     return grad_g, grad_at if need[1] else None, F.neg(grad_at) if need[2] else None
 
 
-register(OpDef("mse_loss_backward", _mse_loss_backward, "other", "MseLossBackwardBackward0",
+def _mse_loss_backward_expr(x, at):
+    scale = 2.0 / at["_numel"] if at["reduction"] == 1 else 2.0
+    return f"((({x[1]} - {x[2]}) * {lit(scale)}) * {x[0]})"
+
+
+register(OpDef("mse_loss_backward", _mse_loss_backward, "elementwise", "MseLossBackwardBackward0",
                _mse_loss_backward_backward,
                (Save("grad_output", 0, when=(1, 2)), Save("self", 1, when=(0,)), Save("target", 2, when=(0,))),
-               "promote"))
+               "promote", _mse_loss_backward_expr))
 
 
 # ---- negative log likelihood over class scores (input N x C [x d...], target N [x d...]) -----

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops import OpDef, Save, register, with_emit
 
 
 def axis_error(shapes, attrs, exc):
@@ -293,3 +293,21 @@ def _log_softmax_bw_backward(F, gg, s, at, need):
 
 register(OpDef("log_softmax_backward", _log_softmax_bw, "reduction", "LogSoftmaxBackwardDataBackward0",
                _log_softmax_bw_backward, (Save("grad_output", 0), Save("output", 1)), "promote"))
+
+
+# ---- direct NumPy calls for generated replay code ---------------------------------------------
+
+def _sum_emit(ins, out, at, shapes):
+    axis = at.get("dim")
+    return f"np.add.reduce({ins[0]}, axis={axis!r}, dtype={out}.dtype, out={out}, keepdims={at.get('keepdim', False)!r})"
+
+
+def _sum_to_size_emit(ins, out, at, shapes):
+    in_shape, out_shape = tuple(shapes[0]), tuple(shapes[-1])
+    axes = sum_to_axes(in_shape, out_shape)
+    keep = (1,) * (len(in_shape) - len(out_shape)) + out_shape
+    return f"np.add.reduce({ins[0]}, axis={axes!r}, out={out}.reshape({keep!r}), keepdims=True)"
+
+
+with_emit("sum", _sum_emit)
+with_emit("sum_to_size", _sum_to_size_emit)

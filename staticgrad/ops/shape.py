@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops import OpDef, Save, register, with_emit
 
 
 def _numel(shape) -> int:
@@ -293,3 +293,17 @@ def _stack_error(shapes, attrs, exc):
 register(OpDef("stack", _stack, "other", "StackBackward0",
                lambda F, g, s, at, need: tuple(F.select(g, dim=at["dim"], index=i) if n else None for i, n in enumerate(need)),
                (Save("dim", "attr:dim", freed=False),), "promote", explain=_stack_error))
+
+
+# ---- direct NumPy calls for generated replay code (views assign their output) -----------------
+
+with_emit("t", lambda ins, out, at, shapes: f"{out} = {ins[0]}.T")
+with_emit("transpose", lambda ins, out, at, shapes: f"{out} = np.swapaxes({ins[0]}, {at['dim0']}, {at['dim1']})")
+with_emit("permute", lambda ins, out, at, shapes: f"{out} = np.transpose({ins[0]}, {at['dims']!r})")
+with_emit("view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({at['shape']!r})")
+with_emit("unsafe_view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({at['shape']!r})")
+with_emit("expand", lambda ins, out, at, shapes: f"{out} = np.broadcast_to({ins[0]}, {at['shape']!r})")
+with_emit("unsqueeze", lambda ins, out, at, shapes: f"{out} = np.expand_dims({ins[0]}, {at['dim']})")
+with_emit("squeeze", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({tuple(shapes[-1])!r})")
+with_emit("detach", lambda ins, out, at, shapes: f"{out} = {ins[0]}")
+with_emit("alias", lambda ins, out, at, shapes: f"{out} = {ins[0]}.view()")

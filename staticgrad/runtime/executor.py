@@ -46,6 +46,8 @@ class Interpreter:
             env[slot] = array
         for slot, shape, dtype in self._fresh:
             env[slot] = np.empty(shape, dtype)
+        for slot, target in program.aliases.items():
+            env[slot] = env[target]
         for forward, ins, outs, attrs, dynamic, mode in self._steps:
             if dynamic:
                 attrs = dict(attrs)

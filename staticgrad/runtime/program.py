@@ -14,6 +14,7 @@ import numpy as np
 OUT = "out"      # writes into the slot's preallocated buffer (kernel called with out=)
 VIEW = "view"    # returns a view of its first input (no buffer of its own)
 MULTI = "multi"  # returns several fresh arrays
+KERNEL = "kernel"  # a generated fused kernel writing into its outputs' preallocated buffers
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,5 +51,7 @@ class Program:
     result_slots: list
     writebacks: list               # (source slot, input or captured slot to overwrite in place)
     n_scalars: int = 0
+    kernels: dict = field(default_factory=dict)   # kernel name -> source (fused groups)
+    aliases: dict = field(default_factory=dict)   # slot -> input/captured slot whose storage it is written into
     alignment: int = 64
     notes: dict = field(default_factory=dict)

@@ -1,0 +1,200 @@
+"""Generate the replay function for a Program: straight-line Python over arena views.
+
+Each step becomes one direct NumPy call when its op has an ``emit`` rule, else a call of the
+op's ``forward``. The result is source text; the runtime execs it (runtime/compiled.py), so a
+saved plan runs without the compiler. There is no per-op interpretation loop in the hot path.
+"""
+
+from __future__ import annotations
+
+from staticgrad.ops import OPS
+from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, Program
+
+
+class _Variable:
+    """A name that prints as itself inside generated code (a value read at replay time)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _names(program: Program) -> dict:
+    names = {}
+    for slot in program.input_slots:
+        names[slot] = f"x{slot}"
+    for slot in program.captured_slots:
+        names[slot] = f"c{slot}"
+    for slot in program.constants:
+        names[slot] = f"k{slot}"
+    for spec in program.buffers:
+        names[spec.slot] = f"b{spec.slot}" if spec.offset is not None else f"r{spec.slot}"
+    for slot, target in program.aliases.items():
+        names[slot] = names[target]
+    return names
+
+
+def generate(program: Program) -> str:
+    """Fill ``program.kernels`` with the fused kernels' sources; return the replay source."""
+    kernels = {}
+    for step in program.steps:
+        if step.mode == KERNEL:
+            name, source = kernel_source(dict(step.attrs)["kernel"])
+            kernels[name] = source
+    program.kernels = kernels
+    return replay_source(program)
+
+
+def replay_source(program: Program) -> str:
+    """Source of ``build(views, constants, forwards, kernels, np)`` returning
+    ``replay(inputs, captured, scalars)``."""
+    names = _names(program)
+    shapes = {spec.slot: spec.shape for spec in program.buffers}
+    shapes.update({slot: array.shape for slot, array in program.constants.items()})
+    shapes.update(program.notes.get("shapes", {}))
+
+    def name(slot: int) -> str:
+        return names.get(slot) or names.setdefault(slot, f"v{slot}")
+
+    head = ["def build(views, constants, forwards, kernels, np):"]
+    for spec in program.buffers:
+        if spec.offset is not None:
+            head.append(f"    b{spec.slot} = views[{spec.slot}]")
+        else:
+            head.append(f"    d{spec.slot} = np.dtype({spec.dtype.str!r})")
+    for slot in program.constants:
+        head.append(f"    k{slot} = constants[{slot}]")
+    for kernel_name in program.kernels:
+        head.append(f"    {kernel_name} = kernels[{kernel_name!r}]")
+    used_forwards = sorted({step.op for step in program.steps if step.mode != KERNEL})
+    for op in used_forwards:
+        head.append(f"    f_{op} = forwards[{op!r}]")
+
+    body = ["    def replay(inputs, captured, scalars):"]
+    body += _unpack([name(s) for s in program.input_slots], "inputs")
+    body += _unpack([name(s) for s in program.captured_slots], "captured")
+    body += _unpack([f"s{i}" for i in range(program.n_scalars)], "scalars")
+    for spec in program.buffers:
+        if spec.offset is None:
+            body.append(f"        r{spec.slot} = np.empty({tuple(spec.shape)!r}, d{spec.slot})")
+    for step in program.steps:
+        body.append("        " + _statement(step, name, shapes))
+    for source, target in program.writebacks:
+        body.append(f"        np.copyto({name(target)}, {name(source)})")
+    results = []
+    for slot in program.result_slots:
+        results.append(f"{name(slot)}.copy()" if slot in program.constants else name(slot))
+    body.append(f"        return [{', '.join(results)}]")
+    return "\n".join(head + body + ["    return replay", ""])
+
+
+def _unpack(targets: list, source: str) -> list:
+    if not targets:
+        return []
+    return [f"        {', '.join(targets)}, = {source}"]
+
+
+def _statement(step, name, shapes) -> str:
+    op = OPS[step.op]
+    attrs = dict(step.attrs)
+    for attr, index in step.dynamic:
+        attrs[attr] = _Variable(f"s{index}")
+    ins = [name(s) for s in step.inputs]
+    in_shapes = [shapes.get(s) for s in step.inputs]
+    if step.mode == KERNEL:
+        return _kernel_call(step, attrs, ins, [name(s) for s in step.outputs])
+    if step.mode == MULTI:
+        outs = ", ".join(name(s) for s in step.outputs)
+        return f"{outs}, = f_{step.op}({_call_args(ins, attrs)})"
+    out = name(step.outputs[0])
+    if op.emit is not None:
+        statement = op.emit(ins, out, attrs, in_shapes + [shapes.get(step.outputs[0])])
+        if statement is not None:
+            return statement
+    if step.mode == VIEW:
+        return f"{out} = f_{step.op}({_call_args(ins, attrs)})"
+    assert step.mode == OUT
+    return f"f_{step.op}({_call_args(ins, attrs, out)})"
+
+
+def _kernel_call(step, attrs: dict, ins: list, outs: list) -> str:
+    kernel = attrs["kernel"]
+    kernel_name, _ = kernel_source(kernel)
+    scalars = [repr(attrs[f"s{k}"]) for k in range(kernel.n_scalars)]
+    dims = [str(d) for d in attrs["dims"]]
+    return f"{kernel_name}({', '.join(ins + outs + scalars + dims)})"
+
+
+def _call_args(ins: list, attrs: dict, out: str | None = None) -> str:
+    parts = list(ins)
+    if out is not None:
+        parts.append(f"out={out}")
+    parts += [f"{k}={v!r}" for k, v in attrs.items()]
+    return ", ".join(parts)
+
+
+# ---- fused kernels ---------------------------------------------------------------------------
+
+KERNEL_HEADER = '''"""A staticgrad fused kernel (generated; cached by its structure)."""
+import numpy as np
+from numba import njit
+
+sqrt = np.sqrt
+'''
+
+
+def kernel_source(kernel) -> tuple:
+    """(name, module source) of a fused group's Numba kernel. The name hashes the source, so
+    the same pattern (in every layer, every model) compiles once."""
+    import hashlib
+
+    args = ([f"a{k}" for k in range(kernel.n_inputs)] + [f"o{k}" for k in range(kernel.n_outputs)]
+            + [f"s{k}" for k in range(kernel.n_scalars)] + [f"n{k}" for k in range(kernel.n_dims)])
+    lines = [f"    T = np.{kernel.loops[0].dtype}"]
+    lines += [f"    q{k} = T(s{k})" for k in range(kernel.n_scalars)]
+    for number, loop in enumerate(kernel.loops):
+        lines += _loop_lines(number, loop)
+    body = "\n".join(lines)
+    name = "k_" + hashlib.sha1((",".join(args) + "\n" + body).encode()).hexdigest()[:16]
+    source = (KERNEL_HEADER + "\n\n@njit(cache=True, error_model='numpy', nogil=True)\n"
+              f"def {name}({', '.join(args)}):\n{body}\n")
+    return name, source
+
+
+def _index(pattern: tuple) -> str:
+    if not pattern:
+        return "()"
+    return ", ".join(f"i{d}" if d >= 0 else "0" for d in pattern)
+
+
+def _loop_lines(number: int, loop) -> list:
+    from staticgrad.compiler.ir import KernelScalar
+
+    lines = []
+    for _, out, pattern in loop.sums:
+        lines.append(f"    o{out}.fill(T(0.0))")
+    hoisted, inner = [], []
+    for k, (source, pattern) in enumerate(loop.loads):
+        array = f"a{source[1]}" if source[0] == "in" else f"o{source[1]}"
+        line = f"x{number}_{k} = {array}[{_index(pattern)}]"
+        (hoisted if all(d < 0 for d in pattern) else inner).append(line)
+    lines += [f"    {line}" for line in hoisted]
+    indent = "    "
+    for d in range(loop.ndim):
+        lines.append(f"{indent}for i{d} in range(n{loop.dims[d]}):")
+        indent += "    "
+    statements = list(inner)
+    for j, (op_name, args, attrs) in enumerate(loop.body):
+        names = [f"x{number}_{k}" if kind == "in" else f"t{number}_{k}" for kind, k in args]
+        rendered = {k: _Variable(f"q{v.index}") if isinstance(v, KernelScalar) else v for k, v in attrs}
+        statements.append(f"t{number}_{j} = {OPS[op_name].scalar_expr(names, rendered)}")
+    for t, out, pattern in loop.stores:
+        statements.append(f"o{out}[{_index(pattern)}] = t{number}_{t}")
+    for t, out, pattern in loop.sums:
+        statements.append(f"o{out}[{_index(pattern)}] += t{number}_{t}")
+    lines += [f"{indent}{s}" for s in statements]
+    return lines

@@ -1,0 +1,1 @@
+"""``staticgrad bench``: eager vs replay (vs PyTorch) on the tanh-MLP training step."""

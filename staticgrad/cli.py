@@ -1,0 +1,44 @@
+"""The ``staticgrad`` command: ``staticgrad bench`` (the main job)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from staticgrad.bench.models import DEFAULT_SIZES, SIZES
+
+
+def _bench(args) -> int:
+    from staticgrad.bench.report import table
+    from staticgrad.bench.runner import run
+
+    sizes = list(SIZES) if "all" in args.size else args.size
+    report = run(sizes, args.steps, use_torch=not args.no_torch, show_progress=not args.quiet)
+    print(table(report))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=2)
+        print(f"\nwrote every number to {args.json}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="staticgrad", description="Record-and-replay autograd on NumPy.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    bench = commands.add_parser("bench", help="time eager vs replayed training steps (and PyTorch, if installed)")
+    bench.add_argument("--size", nargs="+", default=list(DEFAULT_SIZES), choices=list(SIZES) + ["all"],
+                       help="model sizes to run (default: tiny medium)")
+    bench.add_argument("--steps", type=int, default=300, help="measured steps per system and size (default 300)")
+    bench.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
+    bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if it is installed")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    bench.set_defaults(run=_bench)
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be at least 1")
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

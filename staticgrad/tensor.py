@@ -78,18 +78,7 @@ class Tensor:
     @staticmethod
     def _make(data: np.ndarray, requires_grad: bool, grad_fn) -> "Tensor":
         t = object.__new__(Tensor)
-        t._data = data
-        t._requires_grad = requires_grad
-        t._grad = None
-        t.grad_fn = grad_fn
-        t._version_counter = [0]
-        t._output_nr = 0
-        t._grad_acc = None
-        t._base = None
-        t._hooks = None
-        t._retains_grad = False
-        t._captured = False
-        t._serial = next(_serials)
+        _init(t, data, requires_grad, grad_fn)
         return t
 
     # ---- metadata ----------------------------------------------------------------------------

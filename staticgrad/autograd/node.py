@@ -72,7 +72,31 @@ def _type_name(np_dtype) -> str:
     return "staticgrad." + from_numpy_dtype(np_dtype).tensor_type
 
 
-class Node:
+class _Hookable:
+    """Node hooks, shared by graph nodes and AccumulateGrad."""
+
+    __slots__ = ()
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node computes its input gradients."""
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(fn)
+        return _RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node; it may return replacement gradients."""
+        return self._add_pre_hook(None, fn)
+
+    def _add_pre_hook(self, output_nr, fn):
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        entry = (output_nr, fn)
+        self._pre_hooks.append(entry)
+        return _RemovableHandle(self._pre_hooks, entry)
+
+
+class Node(_Hookable):
     """One backward function in the graph: PyTorch's ``MulBackward0`` and friends."""
 
     __slots__ = ("op", "attrs", "next_functions", "_input_meta", "_saved", "_freeable", "_released",
@@ -151,26 +175,6 @@ class Node:
                 return None
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
-    # ---- hooks ------------------------------------------------------------------------------
-
-    def register_hook(self, fn):
-        """``fn(grad_inputs, grad_outputs)`` runs after this node computes its input gradients."""
-        if self._post_hooks is None:
-            self._post_hooks = []
-        self._post_hooks.append(fn)
-        return _RemovableHandle(self._post_hooks, fn)
-
-    def register_prehook(self, fn):
-        """``fn(grad_outputs)`` runs before this node; it may return replacement gradients."""
-        return self._add_pre_hook(None, fn)
-
-    def _add_pre_hook(self, output_nr, fn):
-        if self._pre_hooks is None:
-            self._pre_hooks = []
-        entry = (output_nr, fn)
-        self._pre_hooks.append(entry)
-        return _RemovableHandle(self._pre_hooks, entry)
-
     def __call__(self, *grads):
         from staticgrad.autograd.engine import apply_node
 
@@ -178,7 +182,7 @@ class Node:
         return result[0] if len(result) == 1 else result
 
 
-class AccumulateGrad:
+class AccumulateGrad(_Hookable):
     """The node that adds an incoming gradient into a leaf tensor's ``.grad``."""
 
     __slots__ = ("variable", "_seq", "_pre_hooks", "_post_hooks", "metadata", "__weakref__")
@@ -201,19 +205,6 @@ class AccumulateGrad:
 
     def saved_slots(self) -> list:
         return []
-
-    def register_hook(self, fn):
-        if self._post_hooks is None:
-            self._post_hooks = []
-        self._post_hooks.append(fn)
-        return _RemovableHandle(self._post_hooks, fn)
-
-    def register_prehook(self, fn):
-        if self._pre_hooks is None:
-            self._pre_hooks = []
-        entry = (None, fn)
-        self._pre_hooks.append(entry)
-        return _RemovableHandle(self._pre_hooks, entry)
 
 
 def grad_accumulator(tensor) -> AccumulateGrad:

@@ -100,28 +100,20 @@ _binary("pow", lambda a, b, out=None: np.power(a, b, out=out), "PowBackward1", _
         lambda x, at: None)
 
 
-def _maximum_backward(F, g, s, at, need):
-    a, b = s["self"], s["other"]
-    # PyTorch splits the gradient evenly where the two inputs tie.
-    half = F.mul_scalar(F.to_dtype(F.eq(a, b), dtype=g.dtype), other=0.5)
-    grad_a = F.mul(g, F.add(F.to_dtype(F.gt(a, b), dtype=g.dtype), half)) if need[0] else None
-    grad_b = F.mul(g, F.add(F.to_dtype(F.lt(a, b), dtype=g.dtype), half)) if need[1] else None
-    return grad_a, grad_b
+def _extreme_backward(winner: str, loser: str):
+    """Gradient of maximum/minimum: to the winning input, split evenly where the two tie."""
+    def backward(F, g, s, at, need):
+        a, b = s["self"], s["other"]
+        half = F.mul_scalar(F.to_dtype(F.eq(a, b), dtype=g.dtype), other=0.5)
+        grad_a = F.mul(g, F.add(F.to_dtype(getattr(F, winner)(a, b), dtype=g.dtype), half)) if need[0] else None
+        grad_b = F.mul(g, F.add(F.to_dtype(getattr(F, loser)(a, b), dtype=g.dtype), half)) if need[1] else None
+        return grad_a, grad_b
+    return backward
 
 
-_binary("maximum", lambda a, b, out=None: np.maximum(a, b, out=out), "MaximumBackward0", _maximum_backward,
+_binary("maximum", lambda a, b, out=None: np.maximum(a, b, out=out), "MaximumBackward0", _extreme_backward("gt", "lt"),
         (Save("self", 0), Save("other", 1)), lambda x, at: None)
-
-
-def _minimum_backward(F, g, s, at, need):
-    a, b = s["self"], s["other"]
-    half = F.mul_scalar(F.to_dtype(F.eq(a, b), dtype=g.dtype), other=0.5)
-    grad_a = F.mul(g, F.add(F.to_dtype(F.lt(a, b), dtype=g.dtype), half)) if need[0] else None
-    grad_b = F.mul(g, F.add(F.to_dtype(F.gt(a, b), dtype=g.dtype), half)) if need[1] else None
-    return grad_a, grad_b
-
-
-_binary("minimum", lambda a, b, out=None: np.minimum(a, b, out=out), "MinimumBackward0", _minimum_backward,
+_binary("minimum", lambda a, b, out=None: np.minimum(a, b, out=out), "MinimumBackward0", _extreme_backward("lt", "gt"),
         (Save("self", 0), Save("other", 1)), lambda x, at: None)
 
 

@@ -116,22 +116,19 @@ register(OpDef("amin", _amin, "reduction", lambda at: "MinBackward1" if at.get("
                _extreme_backward, (Save("self", 0), Save("result", "result")), "same", explain=axis_error))
 
 
-def _max_dim(a, out=None, dim=0, keepdim=False):
-    indices = np.argmax(a, axis=dim, keepdims=True)
-    values = np.take_along_axis(a, indices, axis=dim)
-    if not keepdim:
-        values = np.squeeze(values, axis=dim)
-        indices = np.squeeze(indices, axis=dim)
-    return values, indices.astype(np.int64)
+def _extreme_along(pick):
+    """max/min along one dim: (values, int64 indices), like torch.max(x, dim)."""
+    def forward(a, out=None, dim=0, keepdim=False):
+        indices = pick(a, axis=dim, keepdims=True)
+        values = np.take_along_axis(a, indices, axis=dim)
+        if not keepdim:
+            values = np.squeeze(values, axis=dim)
+            indices = np.squeeze(indices, axis=dim)
+        return values, indices.astype(np.int64)
+    return forward
 
 
-def _min_dim(a, out=None, dim=0, keepdim=False):
-    indices = np.argmin(a, axis=dim, keepdims=True)
-    values = np.take_along_axis(a, indices, axis=dim)
-    if not keepdim:
-        values = np.squeeze(values, axis=dim)
-        indices = np.squeeze(indices, axis=dim)
-    return values, indices.astype(np.int64)
+_max_dim, _min_dim = _extreme_along(np.argmax), _extreme_along(np.argmin)
 
 
 def _indexed_extreme_backward(F, g, s, at, need):

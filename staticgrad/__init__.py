@@ -21,7 +21,7 @@ from staticgrad.functional import (abs, add, addmm, amax, amin, argmax, argmin, 
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
 from staticgrad.tensor import Device as device
-from staticgrad import nn, optim
+from staticgrad import inspect, nn, optim
 from staticgrad.errors import TraceError
 from staticgrad.compile import compile
 

@@ -3,9 +3,27 @@ tensor.py and dispatch.py can both read them without importing each other)."""
 
 
 class Tracing:
-    """The tracer recording a compiled function, or None when nothing is being recorded."""
+    """The tracer recording a compiled function, or None when nothing is being recorded; and
+    which phase of a training step is running (recorded with each op, for plan inspection)."""
 
     tracer = None
+    phase = "forward"
+
+
+class phase:
+    """Mark the ops run inside as belonging to a phase ("backward", "optimizer")."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        self._previous = Tracing.phase
+        Tracing.phase = self.name
+        return self
+
+    def __exit__(self, *exc):
+        Tracing.phase = self._previous
+        return False
 
 
 class Epoch:

@@ -1,4 +1,4 @@
-"""The ``staticgrad`` command: ``staticgrad bench`` (the main job)."""
+"""The ``staticgrad`` command: ``staticgrad bench`` (the main job) and ``staticgrad inspect``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,24 @@ def _bench(args) -> int:
     return 0
 
 
+def _inspect(args) -> int:
+    import staticgrad
+    from staticgrad.bench.models import batches, build, initial_weights
+
+    size = SIZES[args.size]
+    _, _, step = build(staticgrad, size, initial_weights(size))
+    compiled = staticgrad.compile(step)
+    for x, y in batches(size, 3):
+        compiled(staticgrad.tensor(x), staticgrad.tensor(y))
+    plan = next(p for p in compiled.plans if p.replayable)
+    print(f"plan of the {size.name} bench step ({size.describe()}):\n")
+    print(plan.describe())
+    if args.out:
+        plan.render(args.out)
+        print(f"\nwrote the lifetime chart and the program to {args.out}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="staticgrad", description="Record-and-replay autograd on NumPy.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -34,8 +52,12 @@ def main(argv=None) -> int:
     bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if it is installed")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
     bench.set_defaults(run=_bench)
+    inspect = commands.add_parser("inspect", help="print (and draw) the buffer plan of a bench model's step")
+    inspect.add_argument("--size", default="tiny", choices=list(SIZES), help="bench model (default: tiny)")
+    inspect.add_argument("--out", metavar="PNG", default="plan.png", help="picture to write (default: plan.png)")
+    inspect.set_defaults(run=_inspect)
     args = parser.parse_args(argv)
-    if args.steps < 1:
+    if getattr(args, "steps", 1) < 1:
         parser.error("--steps must be at least 1")
     return args.run(args)
 

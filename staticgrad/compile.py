@@ -9,8 +9,10 @@ state: outputs, parameters, ``.grad``, optimizer state.
 
 from __future__ import annotations
 
+import dis
 import functools
 import time
+import tracemalloc
 import types
 import warnings
 from dataclasses import dataclass
@@ -19,7 +21,6 @@ from staticgrad._state import Epoch, Tracing
 from staticgrad.autograd.grad_mode import GradMode
 from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.passes import run_pipeline
-from staticgrad.compiler.passes.fuse import fuse_elementwise
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.plan import Plan
@@ -97,12 +98,19 @@ class CompiledFunction:
             tracer.add_input(t, i)
         previous = Tracing.tracer
         Tracing.tracer = tracer
+        measuring = not tracemalloc.is_tracing()
+        if measuring:
+            tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)
         finally:
             Tracing.tracer = previous
+            peak = tracemalloc.get_traced_memory()[1] if measuring else None
+            if measuring:
+                tracemalloc.stop()
         flat_out, tree = flatten_outputs(out)
         record = tracer.finish(flat_out)
+        record.eager_peak_bytes = peak
         self.stats.traces += 1
         entries = self._cache.setdefault(key, [])
         if record.failure is not None:
@@ -110,13 +118,12 @@ class CompiledFunction:
             self._fall_back(record.failure)
             self.stats.compile_seconds += time.perf_counter() - started
             return out
-        graph, report = run_pipeline(record.graph)
-        fused, changed = fuse_elementwise(graph)
-        report.append(("fuse_elementwise", changed))
-        program = plan_program(fused)
-        plan = Plan(record, fused, program, CompiledReplay(program, generate(program)), tree, key, keep,
+        record.graph.roles = _captured_roles(record)
+        graph, report, unfused = run_pipeline(record.graph)
+        program = plan_program(graph)
+        plan = Plan(record, graph, program, CompiledReplay(program, generate(program)), tree, key, keep,
                     _global_guards(self.fn), report, epoch)
-        plan.unfused_graph = graph
+        plan.unfused_graph = unfused
         if record.escapes:
             previous_escaped = bool(entries) and entries[0].escaped
             plan.mark_escaped(record.escapes)
@@ -143,6 +150,26 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<staticgrad.compile of {self._name}: {len(self.plans)} plan(s), {self.stats}>"
+
+
+def _captured_roles(record) -> dict:
+    """What each captured value is, for plan inspection: parameter, optimizer state, gradient."""
+    graph = record.graph
+    written_by_optimizer = {target for source, target in graph.writebacks
+                            if graph.values[source].phase == "optimizer"}
+    roles = {v: "input" for v in graph.inputs}
+    for vid, (kind, ref) in zip(graph.captured, record.captured):
+        if kind != "tensor":
+            roles[vid] = "gradient"
+        elif ref._requires_grad:
+            roles[vid] = "parameter"
+        elif vid in written_by_optimizer:
+            roles[vid] = "optimizer state"
+        else:
+            roles[vid] = "captured"
+    for vid in graph.constants:
+        roles[vid] = "constant"
+    return roles
 
 
 # ---- signatures -----------------------------------------------------------------------------------
@@ -196,6 +223,19 @@ def flatten_outputs(out):
     return flat, walk(out)
 
 
+def _loaded_globals(code) -> set:
+    """Names a code object (and the functions, lambdas and comprehensions inside it) reads as
+    globals: not every name in ``co_names``, which also holds attribute names."""
+    names = set()
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            names.add(instruction.argval)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _loaded_globals(const)
+    return names
+
+
 def _global_guards(fn) -> list:
     """Identity guards on the globals and closure cells ``fn`` reads (modules excepted)."""
     fn = getattr(fn, "__func__", fn)
@@ -204,7 +244,7 @@ def _global_guards(fn) -> list:
         return []
     guards = []
     namespace = getattr(fn, "__globals__", {})
-    for name in code.co_names:
+    for name in sorted(_loaded_globals(code)):
         if name in namespace and not isinstance(namespace[name], types.ModuleType):
             guards.append((namespace, name, namespace[name]))
     for cell in getattr(fn, "__closure__", None) or ():

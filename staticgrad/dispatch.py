@@ -56,11 +56,18 @@ def _dtypes_for(op: OpDef, arrays, attrs):
     if rule == "index":
         return None, np.dtype(np.int64)
     first = arrays[0].dtype
-    uniform = all(a.dtype == first for a in arrays)
-    scalars = [attrs[k] for k in PROMOTING_ATTRS if k in attrs] if attrs else ()
+    n = len(arrays)
+    # Fast path: one or two inputs of one float dtype (most ops) need no promotion.
+    if n == 1:
+        uniform = True
+    elif n == 2:
+        uniform = arrays[1].dtype == first
+    else:
+        uniform = all(a.dtype == first for a in arrays)
     if uniform and first.kind == "f":
         compute = first
     else:
+        scalars = [attrs[k] for k in PROMOTING_ATTRS if k in attrs] if attrs else ()
         dims = [a.dtype for a in arrays if a.ndim]
         zeros = [a.dtype for a in arrays if not a.ndim]
         compute = _dtypes.result_type(dims, zeros, scalars)
@@ -113,12 +120,13 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
     t = Tensor._make(array, False, None)
     if op.kind == "view":
         base = inputs[0]
-        t._base = base._base if base._base is not None else base
         t._version_counter = base._version_counter
+        if op.name != "detach":  # detach shares memory and version, but is not a view (and holds no graph)
+            t._base = base._base if base._base is not None else base
     return t
 
 
-def _record_node(op: OpDef, inputs, attrs, outputs, original_target):
+def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=None):
     """Attach a Node to ``outputs`` if any differentiable input requires grad."""
     grad_inputs = op.grad_inputs
     needs = []
@@ -138,6 +146,10 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target):
             meta.append(None)
     if not any_need:
         return None
+    if op.wrapped_scalar:
+        edges.append((None, 0))
+        meta.append(None)
+        needs.append(False)
     node = Node(op, attrs, tuple(edges), tuple(meta), len(outputs))
     plan = _save_plan(op)
     if plan:
@@ -155,6 +167,8 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target):
                 if original_target is not None and key == 0:
                     source = original_target
                 value = SavedTensor(source, False)
+                if versions is not None and source is inputs[key]:
+                    value.version = versions[key]  # saved as it was before this in-place op ran
             elif kind == 1:
                 value = SavedTensor(outputs[key], True)
             elif kind == 2:
@@ -193,6 +207,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
             f"staticgrad does not support in-place '{op.name}' on a view of a tensor that takes part in "
             "autograd; apply the op out of place (y = y.op(...)) or clone the view first.")
     tracer = Tracing.tracer
+    versions = [t._version_counter[0] for t in inputs] if needs_graph else None
     original = None
     if needs_graph and _saves_input0(op):
         original = Tensor._make(target._data.copy(), target._requires_grad, target.grad_fn)
@@ -212,7 +227,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
     if tracer is not None:
         tracer.on_op(op, inputs, attrs, (target,), target, cast)
     if needs_graph:
-        node = _record_node(op, inputs, attrs, (target,), original)
+        node = _record_node(op, inputs, attrs, (target,), original, versions)
         target._output_nr = 0
         if node is not None and target._data.dtype.kind != "f":
             target.grad_fn = None

@@ -3,6 +3,8 @@
 A leaf module: every layer may import it, it imports nothing from staticgrad.
 """
 
+import re
+
 BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -12,12 +14,17 @@ BACKWARD_TWICE = (
 )
 
 
-def modified_inplace_message(type_name: str, shape: tuple, version: int, expected: int) -> str:
-    """PyTorch's wording for a saved tensor changed by an in-place op before backward read it."""
+def modified_inplace_message(type_name: str, shape: tuple, version: int, expected: int, output_of=None) -> str:
+    """PyTorch's wording for a saved tensor changed by an in-place op before backward read it;
+    ``output_of`` is (output number, node name) when the tensor is an op's output."""
     dims = ", ".join(str(d) for d in shape)
+    where = ""
+    if output_of is not None:
+        number, node = output_of
+        where = f", which is output {number} of {re.sub(r'Backward[0-9]*$', '', node)},"
     return (
         "one of the variables needed for gradient computation has been modified by an inplace "
-        f"operation: [{type_name} [{dims}]] is at version {version}; expected version {expected} "
+        f"operation: [{type_name} [{dims}]]{where} is at version {version}; expected version {expected} "
         "instead. Hint: the tensor was saved for backward and then changed in place; clone it "
         "before the in-place op, or do the in-place op after backward."
     )

@@ -7,6 +7,8 @@ and optimizer buffers updated in place (version counters bumped), fresh output t
 
 from __future__ import annotations
 
+from sys import getrefcount
+
 from staticgrad._state import Epoch, bump_epoch
 from staticgrad.autograd.node import ReleasedNode
 from staticgrad.tensor import Tensor
@@ -41,7 +43,9 @@ class Plan:
                        if type(target) is not tuple]
         self._input_bumps = [(target[1], count) for target, count in record.version_bumps if type(target) is tuple]
         self._fresh_grads = [(owner[1], final[1]) for owner, final in record.grad_slots
-                             if owner[0] == "captured" and final is not None and final[0] == "value"]
+                             if owner[0] == "captured" and final is not None and final[0] == "value"
+                             and _is_fresh_result(program, final[1])]
+        self._result_layout = [(graph.values[v].shape, graph.values[v].dtype) for v in graph.results]
         self._other_grads = [(owner, final) for owner, final in record.grad_slots
                              if not (owner[0] == "captured" and final is not None and final[0] == "value")]
         self._nodes = {}
@@ -104,18 +108,41 @@ class Plan:
                 arrays.append(flat[ref]._grad._data)
         return arrays
 
+    def _recyclable_grads(self) -> list | None:
+        """Old ``.grad`` arrays that new gradients may overwrite: those nothing but their parameter
+        can reach (checked with reference counts, as PyTorch's AccumulateGrad checks use counts),
+        so the reuse is unobservable; it saves the allocation and the memory of a second copy."""
+        recycled = None
+        for target, index in self._fresh_grads:
+            grad = target._grad
+            if (grad is None or getrefcount(grad) != _GRAD_REFS or grad._base is not None
+                    or getrefcount(grad._data) != _ARRAY_REFS):
+                continue
+            data = grad._data
+            shape, dtype = self._result_layout[index]
+            if data.shape == shape and data.dtype == dtype and data.flags.c_contiguous and data.flags.writeable:
+                if recycled is None:
+                    recycled = [None] * len(self._result_layout)
+                recycled[index] = data
+        return recycled
+
     def replay(self, flat: list):
         record = self.record
+        recycled = self._recyclable_grads() if self._fresh_grads else None
         results = self.executor.run([t._data for t in flat], self._bind_captured(flat),
-                                    [g() for g in self._scalar_getters])
+                                    [g() for g in self._scalar_getters], recycled)
         for counter, count in self._bumps:
             counter[0] += count
         for index, count in self._input_bumps:
             flat[index]._version_counter[0] += count
         make = Tensor._make
         for target, index in self._fresh_grads:
-            if target._grad is None:
+            old = target._grad
+            if old is None:
                 bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
+            elif recycled is not None and recycled[index] is not None:
+                old._version_counter = [0]  # as a new gradient tensor would be
+                continue
             target._grad = make(results[index], False, None)
         leaves = []
         for spec in record.outputs:
@@ -144,6 +171,32 @@ class Plan:
         return self.graph.to_networkx()
 
     @property
+    def buffers(self) -> list:
+        """Every buffer: name, shape, dtype, nbytes, kind, producer op, first and last use, offset."""
+        from staticgrad.plan_report import buffers
+
+        return buffers(self)
+
+    @property
+    def kernels(self) -> list:
+        """The fused kernels: (name, the ops each fuses, number of loops)."""
+        from staticgrad.plan_report import kernels
+
+        return kernels(self)
+
+    def describe(self) -> str:
+        """The buffer table, the fused kernels, and "arena, lower bound (ratio), eager peak"."""
+        from staticgrad.plan_report import describe
+
+        return describe(self)
+
+    def render(self, path: str) -> None:
+        """Draw the buffer-lifetime chart and the replayed program into an image file."""
+        from staticgrad.plan_report import render
+
+        render(self, path)
+
+    @property
     def arena_bytes(self) -> int:
         return self.program.arena_bytes
 
@@ -157,6 +210,19 @@ class Plan:
         state = "replayable" if self.replayable else f"not replayable: {self.reason or self.failure}"
         return (f"<Plan {len(self.graph.ops)} ops, {len(self.graph.inputs)} inputs, {len(self.graph.captured)} "
                 f"captured, arena {self.program.arena_bytes} B; {state}>")
+
+
+# Reference counts of an old gradient nobody else holds, seen from _recyclable_grads: the tensor
+# is held by its parameter's slot, a local variable and getrefcount's argument; its array by the
+# tensor and getrefcount's argument.
+_GRAD_REFS = 3
+_ARRAY_REFS = 2
+
+
+def _is_fresh_result(program, index: int) -> bool:
+    """The result is a whole fresh buffer of its own (so it may be written into a recycled array)."""
+    slot = program.result_slots[index]
+    return any(spec.slot == slot and spec.offset is None for spec in program.buffers)
 
 
 def _cell(cell):

@@ -19,6 +19,16 @@ from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
 from staticgrad.tensor import Tensor, serial_mark
 
+def guard(check, label: str):
+    """``check()``, and while a compiled function is being traced, a guard that it keeps this value:
+    for Python state a module branches on (``Dropout`` reads ``self.training``)."""
+    value = check()
+    tracer = Tracing.tracer
+    if tracer is not None:
+        tracer.add_guard(check, value, label)
+    return value
+
+
 # ---- numbers re-read on every replay -------------------------------------------------------------
 
 
@@ -124,6 +134,7 @@ class TraceRecord:
     version_bumps: list            # (tensor or ("input", k), count)
     failure: str | None = None
     escapes: list = field(default_factory=list)
+    eager_peak_bytes: int | None = None   # measured during the traced (eager) call
 
 
 @dataclass
@@ -232,7 +243,7 @@ class Tracer:
         frozen = self._attrs(attrs)
         if inplace_target is None:
             shapes = [(o._data.shape, o._data.dtype) for o in outputs]
-            out_ids = self.tape.op(op.name, in_ids, frozen, shapes)
+            out_ids = self.tape.op(op.name, in_ids, frozen, shapes, Tracing.phase)
             for t, vid in zip(outputs, out_ids):
                 if op.kind == "view":
                     storage = self._bindings[id(inputs[0])].storage
@@ -251,10 +262,10 @@ class Tracer:
             return
         target_dtype = target._data.dtype
         compute = cast if cast is not None else target_dtype
-        (vid,) = self.tape.op(op.name, in_ids, attrs, [(target._data.shape, compute)])
+        (vid,) = self.tape.op(op.name, in_ids, attrs, [(target._data.shape, compute)], Tracing.phase)
         if compute != target_dtype:
             (vid,) = self.tape.op("to_dtype", [vid], {"dtype": target_dtype, "self_dtype": compute},
-                                  [(target._data.shape, target_dtype)])
+                                  [(target._data.shape, target_dtype)], Tracing.phase)
         self._storage_writes[b.storage] += 1
         self._bind(target, vid, b.storage, full=True)
 
@@ -262,7 +273,7 @@ class Tracer:
         if dtype == cast:
             return vid
         shape = self.tape.graph.values[vid].shape
-        (out,) = self.tape.op("to_dtype", [vid], {"dtype": cast, "self_dtype": dtype}, [(shape, cast)])
+        (out,) = self.tape.op("to_dtype", [vid], {"dtype": cast, "self_dtype": dtype}, [(shape, cast)], Tracing.phase)
         return out
 
     def _attrs(self, attrs: dict) -> dict:
@@ -313,7 +324,7 @@ class Tracer:
     def on_copy(self, source: Tensor, copy: Tensor) -> None:
         """``copy`` holds ``source``'s current contents in storage of its own."""
         vid = self._read(source)
-        (cid,) = self.tape.op("clone", [vid], {}, [(copy._data.shape, copy._data.dtype)])
+        (cid,) = self.tape.op("clone", [vid], {}, [(copy._data.shape, copy._data.dtype)], Tracing.phase)
         self._bind(copy, cid, cid, full=True, created=True)
 
     def on_unpack(self, tensor: Tensor, value: int) -> None:

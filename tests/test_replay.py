@@ -414,3 +414,52 @@ def test_fused_generated_replay_equals_the_interpreter_oracle():
         np.testing.assert_array_equal(a, b)
     for a, b in zip(fast_captured, oracle_captured):
         np.testing.assert_array_equal(a, b)
+
+
+def test_in_place_reuse_never_writes_through_a_view_into_an_argument():
+    @sg.compile
+    def f(x):
+        return (x.transpose(0, 1).contiguous() * 2).sum(0)
+
+    x = sg.randn(4, 7, 3)
+    before = x.numpy().copy()
+    for _ in range(3):
+        np.testing.assert_allclose(f(x).numpy(), (x.transpose(0, 1).contiguous() * 2).sum(0).numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(x.numpy(), before)
+    assert f.stats.replays == 2
+
+
+def test_each_param_group_keeps_its_own_lr_on_replay():
+    m_eager, m_comp = mlp(), mlp()
+
+    def groups(model):
+        return [{"params": model[0].parameters(), "lr": 0.1}, {"params": model[2].parameters(), "lr": 0.001}]
+
+    eager = training_step(m_eager, sg.optim.SGD(groups(m_eager), lr=0.5, momentum=0.9))
+    compiled = sg.compile(training_step(m_comp, sg.optim.SGD(groups(m_comp), lr=0.5, momentum=0.9)))
+    for x, y in batches(6):
+        eager(x, y)
+        compiled(x, y)
+    assert compiled.stats.replays >= 3
+    for pe, pc in zip(params(m_eager), params(m_comp)):
+        np.testing.assert_array_equal(pc, pe)
+
+
+def test_attribute_names_are_not_guarded_as_globals():
+    """A module-level loop variable that shares its name with an attribute the step reads
+    (``for step in ...`` and ``opt.step()``) is not a guard: replays go on."""
+    model = mlp()
+    opt = sg.optim.SGD(model.parameters(), lr=0.01)
+
+    def run(x, y):
+        opt.zero_grad()
+        sg.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    compiled = sg.compile(run)
+    namespace = run.__globals__
+    for number, (x, y) in enumerate(batches(5)):
+        namespace["step"] = number
+        compiled(x, y)
+    del namespace["step"]
+    assert compiled.stats.replays >= 3

@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from staticgrad._state import Tracing
 from staticgrad.autograd.grad_mode import GradMode
 from staticgrad.autograd.node import AccumulateGrad, grad_accumulator
 from staticgrad.dispatch import F
@@ -89,14 +90,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     targets = [_input_edge(t) for t in inputs]
     captured = _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=False)
     results = []
-    for t, edge in zip(inputs, targets):
+    for index, (t, edge) in enumerate(zip(inputs, targets)):
         g = captured.get(edge)
         if g is None:
             if materialize_grads:
                 g = F.zeros_like(t)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
-                                   "Set allow_unused=True if this is the desired behavior.")
+                raise RuntimeError(f"The differentiated Tensor at index {index} appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior.")
         results.append(g)
     return tuple(results)
 
@@ -169,8 +170,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             heapq.heappush(ready, (-node._seq, counter, node))
             counter += 1
 
-    previous_mode = GradMode.enabled
+    previous_mode, previous_phase = GradMode.enabled, Tracing.phase
     GradMode.enabled = create_graph
+    Tracing.phase = "backward"
     try:
         while ready:
             _, _, node = heapq.heappop(ready)
@@ -217,6 +219,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                     counter += 1
     finally:
         GradMode.enabled = previous_mode
+        Tracing.phase = previous_phase
     return capture
 
 

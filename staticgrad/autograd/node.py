@@ -17,6 +17,25 @@ from staticgrad.errors import BACKWARD_TWICE, modified_inplace_message
 _sequence = itertools.count()
 
 
+_SAVED_NAMES: dict = {}
+
+
+def _saved_names_of(op) -> frozenset:
+    """The ``_saved_*`` names a node shows: its op's slots, and those of every op presenting the
+    same PyTorch node (``x * 2`` and ``x * y`` are both MulBackward0, with ``_saved_self``)."""
+    names = _SAVED_NAMES.get(op.name)
+    if names is None:
+        from staticgrad.ops import OPS
+
+        names = {s.name for s in op.saves}
+        if not callable(op.node_name):
+            for other in OPS.values():
+                if other.node_name == op.node_name:
+                    names.update(s.name for s in other.saves)
+        names = _SAVED_NAMES[op.name] = frozenset(names)
+    return names
+
+
 class SavedTensor:
     """A tensor a node saved: an input (held as is) or an output (held as its array, so that the
     output -> grad_fn -> saved output cycle never forms; rebuilt with its grad_fn on unpack)."""
@@ -52,7 +71,9 @@ class SavedTensor:
         current = self.version_counter[0]
         if current != self.version:
             data = self.data
-            raise RuntimeError(modified_inplace_message(_type_name(data.dtype), data.shape, current, self.version))
+            output_of = (self.output_nr, node.name()) if self.tensor is None else None
+            raise RuntimeError(modified_inplace_message(_type_name(data.dtype), data.shape, current, self.version,
+                                                        output_of))
         if self.tensor is not None:
             return self.tensor
         from staticgrad.tensor import Tensor
@@ -100,7 +121,8 @@ class Node(_Hookable):
     """One backward function in the graph: PyTorch's ``MulBackward0`` and friends."""
 
     __slots__ = ("op", "attrs", "next_functions", "_input_meta", "_saved", "_freeable", "_released",
-                 "_seq", "_pre_hooks", "_post_hooks", "_retain_grad_refs", "metadata", "_n_outputs", "__weakref__")
+                 "_seq", "_pre_hooks", "_post_hooks", "_retain_grad_refs", "metadata", "_n_outputs", "_freed",
+                 "__weakref__")
 
     def __init__(self, op, attrs, next_functions, input_meta, n_outputs: int = 1):
         self.op = op
@@ -134,26 +156,35 @@ class Node(_Hookable):
         return {name: value.unpack(self) if type(value) is SavedTensor else value for name, value in saved.items()}
 
     def release(self) -> None:
-        """Drop the freeable slots (what ``backward`` without ``retain_graph`` does)."""
+        """Drop the freeable slots (what ``backward`` without ``retain_graph`` does), keeping what
+        each one was (``(shape, dtype)`` for a tensor, else the value) for ``staticgrad.inspect``."""
         self._released = True
         saved = self._saved
         if saved and self._freeable:
+            freed = {}
             for name in self._freeable:
-                saved.pop(name, None)
+                value = saved.pop(name, None)
+                if type(value) is SavedTensor:
+                    data = value.array if value.tensor is None else value.tensor._data
+                    value = (data.shape, data.dtype)
+                freed[name] = value
+            self._freed = freed
             if not saved:
                 self._saved = None
 
     def saved_slots(self) -> list:
-        """(name, value-or-SavedTensor, freeable, freed) for every slot the op declares and saved."""
+        """(name, value-or-SavedTensor, freeable, freed) for every slot the op declares and saved;
+        a freed slot's value is what ``release`` kept of it: ``(shape, dtype)`` for a tensor."""
         rows = []
         saved = self._saved or {}
         declared = {s.name: s for s in self.op.saves}
+        freed = getattr(self, "_freed", None) or {}  # "_freed" is set only by release()
         for name in self._saved_names():
             freeable = declared[name].freed
             if name in saved:
                 rows.append((name, saved[name], freeable, False))
             elif self._released and freeable:
-                rows.append((name, None, freeable, True))
+                rows.append((name, freed.get(name), freeable, True))
         return rows
 
     def _saved_names(self):
@@ -164,8 +195,7 @@ class Node(_Hookable):
     def __getattr__(self, name):
         if name.startswith("_saved_"):
             key = name[len("_saved_"):]
-            declared = {s.name for s in self.op.saves}
-            if key in declared:
+            if key in _saved_names_of(self.op):
                 saved = self._saved or {}
                 if key in saved:
                     value = saved[key]

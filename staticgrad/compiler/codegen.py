@@ -51,7 +51,8 @@ def generate(program: Program) -> str:
 
 def replay_source(program: Program) -> str:
     """Source of ``build(views, constants, forwards, kernels, np)`` returning
-    ``replay(inputs, captured, scalars)``."""
+    ``replay(inputs, captured, scalars, recycled)``; ``recycled[k]``, if not None, is an array
+    the k-th result may be written into instead of a new one."""
     names = _names(program)
     shapes = {spec.slot: spec.shape for spec in program.buffers}
     shapes.update({slot: array.shape for slot, array in program.constants.items()})
@@ -74,13 +75,19 @@ def replay_source(program: Program) -> str:
     for op in used_forwards:
         head.append(f"    f_{op} = forwards[{op!r}]")
 
-    body = ["    def replay(inputs, captured, scalars):"]
+    body = ["    def replay(inputs, captured, scalars, recycled):"]
     body += _unpack([name(s) for s in program.input_slots], "inputs")
     body += _unpack([name(s) for s in program.captured_slots], "captured")
     body += _unpack([f"s{i}" for i in range(program.n_scalars)], "scalars")
+    result_position = {slot: k for k, slot in enumerate(program.result_slots)}
     for spec in program.buffers:
         if spec.offset is None:
-            body.append(f"        r{spec.slot} = np.empty({tuple(spec.shape)!r}, d{spec.slot})")
+            empty = f"np.empty({tuple(spec.shape)!r}, d{spec.slot})"
+            if spec.slot in result_position:
+                k = result_position[spec.slot]
+                body.append(f"        r{spec.slot} = {empty} if recycled[{k}] is None else recycled[{k}]")
+            else:
+                body.append(f"        r{spec.slot} = {empty}")
     for step in program.steps:
         body.append("        " + _statement(step, name, shapes))
     for source, target in program.writebacks:

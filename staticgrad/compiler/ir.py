@@ -15,6 +15,7 @@ import numpy as np
 from staticgrad.ops import OPS
 
 VALUE_KINDS = ("input", "captured", "constant", "op")
+PHASES = ("forward", "backward", "optimizer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +34,13 @@ class Value:
     shape: tuple
     dtype: str
     kind: str
+    phase: str = "forward"  # the phase of the step that computed it (op values)
 
     def __post_init__(self):
         if self.kind not in VALUE_KINDS:
             raise ValueError(f"value %{self.id}: kind {self.kind!r} is not one of {VALUE_KINDS}")
+        if self.phase not in PHASES:
+            raise ValueError(f"value %{self.id}: phase {self.phase!r} is not one of {PHASES}")
 
     @property
     def nbytes(self) -> int:
@@ -97,6 +101,8 @@ class Graph:
     n_scalars: int = 0
     results: list = field(default_factory=list)
     writebacks: list = field(default_factory=list)  # (value id, captured value id)
+    roles: dict = field(default_factory=dict)       # external value -> "parameter", "optimizer state"...
+    reuse: dict = field(default_factory=dict)       # op output -> input whose buffer it is written into
 
     def producers(self) -> dict:
         return {v: i for i, op in enumerate(self.ops) for v in op.outputs}

@@ -13,9 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from staticgrad.compiler.ir import Graph, ScalarSlot
+from staticgrad.compiler.passes.inplace import reads_in_place
 from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, BufferSpec, Program, Step
 
 ALIGNMENT = 64
+# Greedy-by-size compares each buffer with every placed buffer it overlaps (quadratic when many
+# overlap); above this many buffers the schedule sweep (n log n) packs instead. Both reach the
+# lower bound on the bench MLPs (tiny, medium, large).
+GREEDY_LIMIT = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +37,17 @@ class Lifetime:
 
 
 def alias_roots(graph: Graph) -> dict:
-    """Map each view op's output to the value that owns its memory."""
+    """Map each value that lives in another value's memory to that memory's owner: view outputs
+    (their first input's owner) and outputs written in place over a dying input (``graph.reuse``)."""
     roots = {}
     for op in graph.ops:
         if op.opdef.kind == "view":
             base = op.inputs[0]
             roots[op.outputs[0]] = roots.get(base, base)
+        for out in op.outputs:
+            source = graph.reuse.get(out)
+            if source is not None:
+                roots[out] = roots.get(source, source)
     return roots
 
 
@@ -59,34 +69,18 @@ def direct_writebacks(graph: Graph) -> dict:
         if op.opdef.kind == "view" or (len(op.outputs) > 1 and op.op != "fused"):
             continue
         later_reads = any(roots.get(v, v) == target for later in graph.ops[p + 1:] for v in later.inputs)
-        if later_reads or not _reads_target_in_place(op, source, target, roots, graph):
+        views_read = any(roots.get(v, v) == target and v != target for v in op.inputs)
+        if later_reads or views_read or graph.values[target].shape != graph.values[source].shape:
+            continue
+        if target in op.inputs and not reads_in_place(op, target, source):
             continue
         direct[source] = target
     return direct
 
 
-def _reads_target_in_place(op, source: int, target: int, roots: dict, graph: Graph) -> bool:
-    reads = [v for v in op.inputs if roots.get(v, v) == target]
-    if not reads:
-        return True
-    if any(v != target for v in reads):
-        return False  # reads a view of the target: index patterns differ
-    if op.op == "fused":
-        kernel = op.attr_dict["kernel"]
-        arg, out = op.inputs.index(target), op.outputs.index(source)
-        store = [(n, pattern) for n, loop in enumerate(kernel.loops) for t, o, pattern in loop.stores if o == out]
-        loads = [(n, pattern) for n, loop in enumerate(kernel.loops) for src, pattern in loop.loads if src == ("in", arg)]
-        return len(store) == 1 and all(load == store[0] for load in loads)
-    if op.opdef.kind != "elementwise" or op.opdef.emit is None:
-        return False
-    shapes = [graph.values[v].shape for v in op.inputs] + [graph.values[source].shape]
-    statement = op.opdef.emit([f"x{i}" for i in range(len(op.inputs))], "out", dict(op.attrs), shapes)
-    return statement is not None and ";" not in statement and graph.values[target].shape == graph.values[source].shape
-
-
 def lifetimes(graph: Graph, bound: dict | None = None) -> dict:
-    """Lifetime of every buffer an op output owns (views extend their root's lifetime). Values in
-    ``bound`` live in another value's storage and own none."""
+    """Lifetime of every buffer an op output owns (views and in-place outputs extend their
+    owner's lifetime). Values in ``bound`` live in an input's or captured value's storage."""
     roots = alias_roots(graph)
     if bound:
         roots.update(bound)
@@ -145,6 +139,52 @@ def pack(spans: list, alignment: int = ALIGNMENT) -> tuple:
     return offsets, total
 
 
+def pack_sweep(spans: list, alignment: int = ALIGNMENT) -> tuple:
+    """Offsets by walking the schedule: free what has died, then put each new buffer in the
+    smallest free gap that fits (coalescing neighbours on free). O(n log n) bookkeeping."""
+    import bisect
+    import heapq
+
+    by_offset, by_size = [], []  # free gaps as (offset, size) and (size, offset), both sorted
+    ends = []
+    offsets, top = {}, 0
+
+    def add_gap(offset, size):
+        i = bisect.bisect_left(by_offset, (offset, 0))
+        if i > 0 and by_offset[i - 1][0] + by_offset[i - 1][1] == offset:
+            prev = by_offset.pop(i - 1)
+            by_size.remove((prev[1], prev[0]))
+            offset, size, i = prev[0], prev[1] + size, i - 1
+        if i < len(by_offset) and offset + size == by_offset[i][0]:
+            nxt = by_offset.pop(i)
+            by_size.remove((nxt[1], nxt[0]))
+            size += nxt[1]
+        bisect.insort(by_offset, (offset, size))
+        bisect.insort(by_size, (size, offset))
+
+    for lt in sorted(spans, key=lambda l: (l.first, -l.nbytes, l.value)):
+        while ends and ends[0][0] < lt.first:
+            _, offset, size = heapq.heappop(ends)
+            add_gap(offset, size)
+        size = _aligned(max(lt.nbytes, 1), alignment)
+        i = bisect.bisect_left(by_size, (size, -1))
+        if i < len(by_size):
+            gap_size, offset = by_size.pop(i)
+            by_offset.remove((offset, gap_size))
+            if gap_size > size:
+                bisect.insort(by_offset, (offset + size, gap_size - size))
+                bisect.insort(by_size, (gap_size - size, offset + size))
+        elif by_offset and sum(by_offset[-1]) == top:
+            offset, gap_size = by_offset.pop()
+            by_size.remove((gap_size, offset))
+            top = offset + size
+        else:
+            offset, top = top, top + size
+        offsets[lt.value] = offset
+        heapq.heappush(ends, (lt.last, offset, size))
+    return offsets, top
+
+
 def lower_bound(spans: list, n_steps: int) -> int:
     """The most bytes live at any one step: no packing can use less."""
     delta = np.zeros(n_steps + 2, dtype=np.int64)
@@ -160,7 +200,7 @@ def plan_program(graph: Graph) -> Program:
     spans = lifetimes(graph, bound)
     fresh = {roots.get(v, v) for v in graph.results}
     arena_spans = [lt for v, lt in spans.items() if v not in fresh]
-    offsets, arena_bytes = pack(arena_spans)
+    offsets, arena_bytes = (pack if len(arena_spans) <= GREEDY_LIMIT else pack_sweep)(arena_spans)
     buffers = []
     for v, lt in spans.items():
         value = graph.values[v]
@@ -186,5 +226,6 @@ def plan_program(graph: Graph) -> Program:
         n_slots=n_slots, steps=steps, input_slots=list(graph.inputs), captured_slots=list(graph.captured),
         constants=dict(graph.constants), buffers=buffers, arena_bytes=arena_bytes,
         result_slots=list(graph.results), writebacks=writebacks, n_scalars=graph.n_scalars,
-        alignment=ALIGNMENT, aliases=bound,
-        notes={"lower_bound": lower_bound(arena_spans, len(graph.ops))})
+        alignment=ALIGNMENT, aliases={**{v: roots[v] for v in graph.reuse}, **bound},
+        notes={"lower_bound": lower_bound(arena_spans, len(graph.ops)),
+               "shapes": {v: value.shape for v, value in graph.values.items()}})

@@ -16,10 +16,10 @@ class Tape:
         self.graph = Graph()
         self._next_id = 0
 
-    def _value(self, shape, dtype, kind: str) -> int:
+    def _value(self, shape, dtype, kind: str, phase: str = "forward") -> int:
         vid = self._next_id
         self._next_id += 1
-        self.graph.values[vid] = Value(vid, tuple(int(d) for d in shape), np.dtype(dtype).name, kind)
+        self.graph.values[vid] = Value(vid, tuple(int(d) for d in shape), np.dtype(dtype).name, kind, phase)
         return vid
 
     def input(self, shape, dtype) -> int:
@@ -44,9 +44,9 @@ class Tape:
         self.graph.n_scalars += 1
         return slot
 
-    def op(self, name: str, inputs, attrs: dict, outputs) -> tuple:
+    def op(self, name: str, inputs, attrs: dict, outputs, phase: str = "forward") -> tuple:
         """Record one op; ``outputs`` are (shape, dtype) pairs. Returns the new value ids."""
-        out_ids = tuple(self._value(shape, dtype, "op") for shape, dtype in outputs)
+        out_ids = tuple(self._value(shape, dtype, "op", phase) for shape, dtype in outputs)
         self.graph.ops.append(Op(name, tuple(inputs), out_ids, freeze_attrs(attrs)))
         return out_ids
 

@@ -47,3 +47,12 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     return fn.where(fn.gt(input, 0), input, fn.mul(input, negative_slope))
+
+
+# Layers defined next to their modules (imported last: those modules import this one's helpers).
+from staticgrad.nn.activation import gelu  # noqa: E402
+from staticgrad.nn.conv import conv2d, max_pool2d  # noqa: E402
+from staticgrad.nn.dropout import dropout  # noqa: E402
+from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
+from staticgrad.nn.normalization import layer_norm  # noqa: E402
+from staticgrad.nn.sparse import embedding  # noqa: E402

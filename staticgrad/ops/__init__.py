@@ -65,6 +65,9 @@ class OpDef:
     # shapes are the input shapes then the output shape. A multi-statement emitter may write out
     # before it has read every input, so a planner must not give it an out that aliases an input.
     emit: Callable[[list, str, dict, list], str | None] | None = None
+    # PyTorch wraps a Python number operand in a tensor that shows up as a (None, 0) edge of the
+    # node (``(x * 2).grad_fn.next_functions``); ops that take it as an attribute say so here.
+    wrapped_scalar: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -93,11 +96,16 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
-def with_emit(name: str, emit: Callable) -> None:
-    """Attach a direct-NumPy emitter to a registered op (kept next to the op's family)."""
+def amend(name: str, **fields) -> None:
+    """Set more fields of a registered op (emitters and flags kept next to the op's family)."""
     from dataclasses import replace
 
-    OPS[name] = replace(OPS[name], emit=emit)
+    OPS[name] = replace(OPS[name], **fields)
+
+
+def with_emit(name: str, emit: Callable) -> None:
+    """Attach a direct-NumPy emitter to a registered op."""
+    amend(name, emit=emit)
 
 
 def lit(value) -> str:
@@ -113,4 +121,4 @@ def shape_str(shape) -> str:
 
 
 # The op families fill OPS on import.
-from staticgrad.ops import elementwise, reductions, shape, linalg, loss, factory, fused  # noqa: E402,F401
+from staticgrad.ops import elementwise, reductions, shape, linalg, loss, factory, fused, conv, nn_ops  # noqa: E402,F401

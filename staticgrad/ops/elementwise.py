@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, lit, register, with_emit
+from staticgrad.ops import OpDef, Save, amend, lit, register, with_emit
 
 
 def broadcast_error(shapes, attrs, exc):
@@ -139,6 +139,10 @@ _binary("mul_scalar", lambda a, out=None, other=1: np.multiply(a, other, out=out
 _binary("div_scalar", lambda a, out=None, other=1: np.true_divide(a, other, out=out), "DivBackward0",
         lambda F, g, s, at, need: (F.div_scalar(g, other=s["other"]),), (Save("other", "attr:other"),),
         lambda x, at: f"({x[0]} / {lit(at['other'])})", dtype_rule="float")
+
+
+for _name in ("add_scalar", "sub_scalar", "mul_scalar", "div_scalar"):
+    amend(_name, wrapped_scalar=True)
 
 
 def _pow_scalar_forward(a, out=None, exponent=1):

@@ -1,4 +1,4 @@
-"""Losses with PyTorch's fused nodes: MseLossBackward0, NllLossBackward0."""
+"""Losses with PyTorch's fused nodes: MseLossBackward0, NllLossBackward0, NllLoss2DBackward0."""
 
 from __future__ import annotations
 
@@ -104,16 +104,6 @@ def _nll_error(shapes, attrs, exc):
     return None
 
 
-register(OpDef("nll_loss", _nll_loss, "other", "NllLossBackward0",
-               lambda F, g, s, at, need: (F.nll_loss_backward(g, s["target"], sizes=tuple(s["self_sym_sizes"]),
-                                                             reduction=at["reduction"],
-                                                             ignore_index=at["ignore_index"]), None),
-               (Save("target", 1), Save("reduction", "attr:reduction", freed=False),
-                Save("ignore_index", "attr:ignore_index", freed=False),
-                Save("self_sym_sizes", "shape:0", freed=False)),
-               "same", explain=_nll_error, grad_inputs=(0,)))
-
-
 def _nll_loss_backward(g, target, out=None, sizes=(), reduction=1, ignore_index=-100):
     valid = target != ignore_index
     safe_target = np.where(valid, target, 0)
@@ -135,10 +125,28 @@ def _nll_loss_backward(g, target, out=None, sizes=(), reduction=1, ignore_index=
     return out
 
 
-def _nll_loss_backward_backward(F, gg, s, at, need):
-    # d/d(g) of the scatter is the gather of gg at the targets (same reduction): nll_loss(gg).
-    return (F.nll_loss(gg, s["target"], reduction=at["reduction"], ignore_index=at["ignore_index"]), None)
+def _nll_family(name: str, node_name: str) -> None:
+    """Register ``name`` and ``name_backward``: the same kernels under one of PyTorch's node names
+    (NllLossBackward0 for inputs (C,) and (N, C), NllLoss2DBackward0 for (N, C, H, W))."""
+    backward_name = name + "_backward"
+
+    def formula(F, g, s, at, need):
+        grad = getattr(F, backward_name)(g, s["target"], sizes=tuple(s["self_sym_sizes"]),
+                                         reduction=at["reduction"], ignore_index=at["ignore_index"])
+        return grad, None
+
+    def double_formula(F, gg, s, at, need):
+        # d/d(g) of the scatter is the gather of gg at the targets (same reduction): the loss of gg.
+        return getattr(F, name)(gg, s["target"], reduction=at["reduction"], ignore_index=at["ignore_index"]), None
+
+    register(OpDef(name, _nll_loss, "other", node_name, formula,
+                   (Save("target", 1), Save("reduction", "attr:reduction", freed=False),
+                    Save("ignore_index", "attr:ignore_index", freed=False),
+                    Save("self_sym_sizes", "shape:0", freed=False)),
+                   "same", explain=_nll_error, grad_inputs=(0,)))
+    register(OpDef(backward_name, _nll_loss_backward, "other", node_name.replace("Backward0", "BackwardBackward0"),
+                   double_formula, (Save("target", 1),), "same", grad_inputs=(0,)))
 
 
-register(OpDef("nll_loss_backward", _nll_loss_backward, "other", "NllLossBackwardBackward0",
-               _nll_loss_backward_backward, (Save("target", 1),), "same", grad_inputs=(0,)))
+_nll_family("nll_loss", "NllLossBackward0")
+_nll_family("nll_loss2d", "NllLoss2DBackward0")

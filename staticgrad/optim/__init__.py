@@ -1,6 +1,7 @@
 """staticgrad.optim: optimizers with PyTorch's param_groups and update rules."""
 
+from staticgrad.optim.adam import Adam, AdamW
 from staticgrad.optim.optimizer import Optimizer
 from staticgrad.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]

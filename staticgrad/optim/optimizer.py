@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from staticgrad._state import Tracing, bump_epoch
+import functools
+
+from staticgrad._state import Tracing, bump_epoch, phase
 from staticgrad.tensor import Tensor
 
 _MISSING = object()
@@ -102,16 +104,32 @@ class OptimizerState(defaultdict):
         super().clear()
 
 
+def _in_optimizer_phase(step):
+    @functools.wraps(step)
+    def run(self, *args, **kwargs):
+        with phase("optimizer"):
+            return step(self, *args, **kwargs)
+    return run
+
+
 def hyper(group: dict, key: str):
     """``group[key]``; while tracing, a number a replay re-reads from the group."""
     value = group[key]
     tracer = Tracing.tracer
     if tracer is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return value
-    return tracer.dynamic_scalar(value, lambda: group[key], f"param_groups[{key!r}]")
+    # The key identifies this group's entry: two groups' lrs are two replay-time scalars.
+    return tracer.dynamic_scalar(value, lambda: group[key], ("param_group", id(group), key))
 
 
 class Optimizer:
+    def __init_subclass__(cls, **kwargs):
+        """Every optimizer's ``step`` records its ops as the "optimizer" phase (for plan inspection)."""
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None:
+            cls.step = _in_optimizer_phase(step)
+
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
         self.state = OptimizerState()

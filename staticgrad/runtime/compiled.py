@@ -30,11 +30,13 @@ class CompiledReplay:
         forwards = {name: OPS[name].forward for name in {s.op for s in program.steps if s.mode != KERNEL}}
         kernels = {name: load_kernel(name, source) for name, source in program.kernels.items()}
         self._replay = namespace["build"](views, program.constants, forwards, kernels, np)
+        self._no_recycling = [None] * len(program.result_slots)
         self._n_inputs = len(program.input_slots)
         self._n_captured = len(program.captured_slots)
 
-    def run(self, inputs: list, captured: list, scalars: list) -> list:
+    def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
+        """Results as arrays; ``recycled[k]`` (optional) is an array result k may be written into."""
         if len(inputs) != self._n_inputs or len(captured) != self._n_captured:
             raise PlanError(f"plan expects {self._n_inputs} inputs and {self._n_captured} captured arrays, "
                             f"got {len(inputs)} and {len(captured)}")
-        return self._replay(inputs, captured, scalars)
+        return self._replay(inputs, captured, scalars, recycled or self._no_recycling)

@@ -34,7 +34,7 @@ class Interpreter:
         constant_results = set(program.constants)
         self._copy_results = [slot in constant_results for slot in program.result_slots]
 
-    def run(self, inputs: list, captured: list, scalars: list) -> list:
+    def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
         program = self.program
         if len(inputs) != len(program.input_slots) or len(captured) != len(program.captured_slots):
             raise PlanError(f"plan expects {len(program.input_slots)} inputs and {len(program.captured_slots)} "
@@ -46,6 +46,10 @@ class Interpreter:
             env[slot] = array
         for slot, shape, dtype in self._fresh:
             env[slot] = np.empty(shape, dtype)
+        if recycled is not None:
+            for slot, array in zip(program.result_slots, recycled):
+                if array is not None:
+                    env[slot] = array
         for slot, target in program.aliases.items():
             env[slot] = env[target]
         for forward, ins, outs, attrs, dynamic, mode in self._steps:

@@ -6,6 +6,8 @@ from staticgrad.compiler.ir import Graph, verify
 from staticgrad.compiler.passes.cse import eliminate_common_subexpressions
 from staticgrad.compiler.passes.dce import eliminate_dead_code
 from staticgrad.compiler.passes.fold import fold_constants
+from staticgrad.compiler.passes.fuse import fuse_elementwise
+from staticgrad.compiler.passes.inplace import reuse_inputs_in_place
 from staticgrad.compiler.passes.simplify import simplify
 
 PIPELINE = [
@@ -13,15 +15,24 @@ PIPELINE = [
     (eliminate_common_subexpressions, "reuse the result of an identical earlier op"),
     (simplify, "drop double transposes; compute weight gradients straight into their buffer"),
     (eliminate_dead_code, "drop ops whose results nothing reads (unused gradients and values)"),
+    (fuse_elementwise, "fuse exact elementwise groups (and their outer-axis sums) into Numba kernels"),
+    (reuse_inputs_in_place, "write an op's output into the buffer of an input that dies there"),
 ]
+
+# The plain interpreter (the oracle) runs the program as it stands before this pass.
+LOWERING_STARTS = "fuse_elementwise"
 
 
 def run_pipeline(graph: Graph, pipeline=None, check: bool = False) -> tuple:
-    """Run each pass in order; returns the final graph and [(pass name, changed)]."""
+    """Run each pass in order. Returns the final graph, [(pass name, changed)] and the graph
+    as it was before lowering (the oracle's program)."""
     report = []
+    before_lowering = graph
     for pass_fn, _ in pipeline if pipeline is not None else PIPELINE:
+        if pass_fn.__name__ == LOWERING_STARTS:
+            before_lowering = graph
         graph, changed = pass_fn(graph)
         report.append((pass_fn.__name__, changed))
         if check:
             verify(graph)
-    return graph, report
+    return graph, report, before_lowering

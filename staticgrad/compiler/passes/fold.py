@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from staticgrad.compiler.ir import Graph, ScalarSlot
 
 
@@ -24,7 +26,7 @@ def fold_constants(graph: Graph) -> tuple:
             continue
         result = opdef.forward(*[constants[v] for v in op.inputs], **dict(op.attrs))
         out = op.outputs[0]
-        frozen = result.copy()
+        frozen = np.array(result, dtype=graph.values[out].dtype, copy=True)
         frozen.flags.writeable = False
         constants[out] = frozen
         values[out] = replace(values[out], kind="constant")

@@ -102,6 +102,14 @@ def _can_absorb(group: _Group, index: int, ops: list, producer: dict, users: dic
     return placement(group.ops + [index], ops, producer, users) is not None
 
 
+def _join(candidates: list, index: int, ops: list, producer: dict, users: dict):
+    """The group an op joins: the latest candidate group that can take it, or None."""
+    for g in reversed(candidates):
+        if _can_absorb(g, index, ops, producer, users):
+            return g
+    return None
+
+
 def _find_groups(graph: Graph) -> list:
     ops = graph.ops
     producer = {v: i for i, op in enumerate(ops) for v in op.outputs}
@@ -111,15 +119,23 @@ def _find_groups(graph: Graph) -> list:
     for i, op in enumerate(ops):
         if fusable(op, graph):
             out = graph.values[op.outputs[0]]
-            target = None
+            candidates = []
             for v in op.inputs:
-                j = producer.get(v)
-                g = group_of.get(j)
-                if g is not None and g.shape == out.shape and g.dtype == out.dtype and _can_absorb(g, i, ops, producer, users):
-                    target = g
+                g = group_of.get(producer.get(v))
+                if g is not None and g not in candidates and g.shape == out.shape and g.dtype == out.dtype:
+                    candidates.append(g)
+            target = _join(candidates, i, ops, producer, users)
             if target is None:
                 target = _Group(out.shape, out.dtype)
                 groups.append(target)
+            else:
+                for g in candidates:
+                    if g is not target and placement(target.ops + g.ops + [i], ops, producer, users) is not None:
+                        target.members += g.members
+                        target.sums += g.sums
+                        for m in g.ops:
+                            group_of[m] = target
+                        groups.remove(g)
             target.members.append(i)
             group_of[i] = target
         elif op.op in ("sum_to_size", "sum") and op.inputs:

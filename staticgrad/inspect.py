@@ -1,0 +1,326 @@
+"""staticgrad.inspect: what a backward graph holds, and what backward has freed.
+
+``graph(loss)`` walks the nodes reachable from a tensor's ``grad_fn`` (a leaf's AccumulateGrad)
+and takes a snapshot: every node's name and inputs (``next_functions``), and every slot it saves
+(``grad_fn._saved_<name>``) with shape, dtype, bytes, whether it is still held or was freed by
+backward, and whether a tensor outside the graph (usually the user's) shares its storage.
+The snapshot holds no tensors, so taking one never keeps memory alive.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from staticgrad.autograd.node import AccumulateGrad, ReleasedNode, grad_accumulator
+from staticgrad.tensor import Tensor
+
+__all__ = ["graph", "Graph", "GraphNode", "SavedBuffer"]
+
+
+@dataclass(frozen=True)
+class SavedBuffer:
+    """One saved slot. Tensors have shape, dtype and ``nbytes`` (numel x itemsize); scalars
+    (alpha, exponent, dims, sizes) have a ``value``. ``shared`` is True while a tensor outside
+    the graph uses the same storage. ``storage`` numbers the distinct storages of one graph and
+    ``storage_nbytes`` is the whole storage a held slot keeps alive (differs for views)."""
+
+    name: str
+    is_tensor: bool
+    freed: bool
+    shape: tuple | None = None
+    dtype: str | None = None
+    nbytes: int = 0
+    shared: bool = False
+    value: object = None
+    storage: int | None = None
+    storage_nbytes: int = 0
+
+    @property
+    def held(self) -> bool:
+        return not self.freed
+
+    def describe(self) -> str:
+        if not self.is_tensor:
+            return f"{self.name}={self.value!r}" + (" (freed)" if self.freed else "")
+        kind = "?" if self.shape is None else f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+        if self.freed:
+            return f"{self.name}: {kind}, {self.nbytes} bytes, freed"
+        owner = "shared with a user tensor" if self.shared else "graph only"
+        view = f" (a view of {self.storage_nbytes})" if self.storage_nbytes != self.nbytes else ""
+        return f"{self.name}: {kind}, {self.nbytes} bytes{view}, held ({owner})"
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One backward node: ``inputs`` mirrors ``next_functions`` as (node index or None, output_nr)."""
+
+    index: int
+    name: str
+    inputs: tuple
+    saved: tuple
+    n_outputs: int = 1
+    leaf_shape: tuple | None = None
+    leaf_dtype: str | None = None
+    replayed: bool = False
+
+    def slot(self, name: str) -> SavedBuffer:
+        for buffer in self.saved:
+            if buffer.name == name:
+                return buffer
+        raise KeyError(f"{self.name} saves no slot named {name!r}")
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(b.nbytes for b in self.saved if b.is_tensor and b.held)
+
+    def header(self) -> str:
+        if self.leaf_shape is not None:
+            return f"{self.name} {self.leaf_dtype}[{', '.join(map(str, self.leaf_shape))}]"
+        scalars = " ".join(b.describe() for b in self.saved if not b.is_tensor)
+        note = "  (returned by a replay: nothing saved)" if self.replayed else ""
+        return f"{self.name}  {scalars}".rstrip() + note
+
+
+class Graph:
+    """A snapshot of a backward graph: ``nodes`` in the order the tree prints them (their index is
+    their position and their key in ``to_networkx()``), ``roots`` the indices of the given tensors'
+    nodes. Byte totals count each storage once, at its full size."""
+
+    def __init__(self, nodes: list, roots: list, storage_bytes: dict):
+        self.nodes = nodes
+        self.roots = roots
+        self._storage_bytes = storage_bytes
+
+    def __getitem__(self, index: int) -> GraphNode:
+        return self.nodes[index]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def find(self, name: str) -> list:
+        """Every node with this name (``MulBackward0``), in print order."""
+        return [n for n in self.nodes if n.name == name]
+
+    def buffers(self):
+        """(node, SavedBuffer) for every saved slot in the graph."""
+        return [(n, b) for n in self.nodes for b in n.saved]
+
+    def _held_storages(self) -> dict:
+        held = {}
+        for _, b in self.buffers():
+            if b.is_tensor and b.held:
+                held[b.storage] = held.get(b.storage, False) or b.shared
+        return held
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the saved tensors still hold (each storage counted once)."""
+        return sum(self._storage_bytes[s] for s in self._held_storages())
+
+    @property
+    def shared_bytes(self) -> int:
+        """Held bytes whose storage a tensor outside the graph also uses."""
+        return sum(self._storage_bytes[s] for s, shared in self._held_storages().items() if shared)
+
+    @property
+    def graph_only_bytes(self) -> int:
+        """Held bytes only the graph keeps alive: what backward (or dropping the graph) releases."""
+        return self.held_bytes - self.shared_bytes
+
+    def summary(self) -> str:
+        tensors = [b for _, b in self.buffers() if b.is_tensor]
+        held = sum(1 for b in tensors if b.held)
+        return (f"saved tensors: {held} held, {len(tensors) - held} freed; held bytes: {self.held_bytes} "
+                f"({self.graph_only_bytes} graph only, {self.shared_bytes} shared with user tensors)")
+
+    def __str__(self) -> str:
+        if not self.nodes:
+            return "no graph: the tensor does not require grad"
+        from staticgrad.inspect_draw import tree_lines
+
+        return "\n".join(tree_lines(self) + [self.summary()])
+
+    def __repr__(self) -> str:
+        return f"<staticgrad.inspect.Graph: {len(self.nodes)} nodes, {self.held_bytes} bytes held>"
+
+    def to_networkx(self):
+        """A ``networkx.MultiDiGraph``: one node per backward node (name, saved buffers, held bytes,
+        leaf shape), one edge per ``next_functions`` entry, pointing the way gradients flow."""
+        import networkx as nx
+
+        g = nx.MultiDiGraph()
+        for n in self.nodes:
+            g.add_node(n.index, name=n.name, saved=list(n.saved), held_bytes=n.held_bytes,
+                       leaf_shape=n.leaf_shape, leaf_dtype=n.leaf_dtype)
+        for n in self.nodes:
+            for position, (target, output_nr) in enumerate(n.inputs):
+                if target is not None:
+                    g.add_edge(n.index, target, key=position, input_nr=position, output_nr=output_nr)
+        return g
+
+    def render(self, path, dpi: int = 110) -> None:
+        """Draw the graph as a layered picture (root on top, held buffers in orange) to ``path``."""
+        from staticgrad.inspect_draw import draw
+
+        draw(self, path, dpi)
+
+
+def graph(*tensors) -> Graph:
+    """Snapshot the backward graph reachable from ``tensors`` (several roots may share nodes)."""
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"staticgrad.inspect.graph expects tensors, got {type(t).__name__}")
+    live, roots = _walk(tensors)
+    slots, storage_bytes = _storage_facts(live)
+    position = {node: i for i, node in enumerate(live)}
+    nodes = [_snapshot(i, node, position, slots[i]) for i, node in enumerate(live)]
+    return Graph(nodes, roots, storage_bytes)
+
+
+# ---- walking the live graph ------------------------------------------------------------------
+
+def _walk(tensors):
+    """The live nodes in tree print order (depth first, inputs in order) and the roots' indices."""
+    starts = []
+    for t in tensors:
+        if t.grad_fn is not None:
+            starts.append(t.grad_fn)
+        elif t.requires_grad:
+            starts.append(grad_accumulator(t))
+    order, seen = [], {}
+    for start in starts:
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen[node] = len(order)
+            order.append(node)
+            stack.extend(n for n, _ in reversed(node.next_functions) if n is not None and n not in seen)
+    return order, [seen[s] for s in starts]
+
+
+def _snapshot(index, node, position, saved) -> GraphNode:
+    inputs = tuple((None if n is None else position[n], nr) for n, nr in node.next_functions)
+    if type(node) is AccumulateGrad:
+        data = node.variable._data
+        return GraphNode(index, "AccumulateGrad", (), (), 1, tuple(data.shape), data.dtype.name)
+    if isinstance(node, ReleasedNode):
+        return GraphNode(index, node.name(), inputs, (), node._n_outputs, replayed=True)
+    return GraphNode(index, node.name(), inputs, tuple(saved), node._n_outputs)
+
+
+# ---- what the held slots keep alive, and who else uses it -----------------------------------
+
+def _storage_facts(live):
+    """Per node, its SavedBuffers; and the size of every distinct storage the graph holds.
+
+    A storage is *shared* when something outside the graph references it, or references a tensor
+    or array through which the graph reaches it. Known references (the graph's slots and leaf
+    variables, ``Tensor._data``/``_base``, ``ndarray.base``) are counted and compared with
+    ``sys.getrefcount``: any surplus is a reference from outside."""
+    objects, incoming, holders, chain, rows = _collect(live)
+    counts = _refcounts(objects)
+    storage_bytes = {i: int(o.nbytes) for i, o in enumerate(objects) if chain[i] is None}
+    shared = _propagate([c - _BIAS - n > 0 for c, n in zip(counts, incoming)], holders)
+    del objects
+    slots = []
+    for node_rows in rows:
+        buffers = []
+        for name, kind, freed, info in node_rows:
+            if kind == "scalar":
+                buffers.append(SavedBuffer(name, False, freed, value=info))
+            elif freed:
+                shape, dtype = info if info is not None else (None, None)
+                nbytes = 0 if shape is None else int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                buffers.append(SavedBuffer(name, True, True, shape, getattr(dtype, "name", None), nbytes))
+            else:
+                handle, shape, dtype, nbytes = info
+                root = handle
+                while chain[root] is not None:
+                    root = chain[root]
+                buffers.append(SavedBuffer(name, True, False, shape, dtype, nbytes, shared[root], storage=root,
+                                           storage_nbytes=storage_bytes[root]))
+        slots.append(buffers)
+    return slots, storage_bytes
+
+
+def _collect(live):
+    """Every tensor and array the graph's held slots reach, with how many of those known references
+    point at each (``incoming``), who holds each (-1: the graph), each one's next link towards its
+    storage (``chain``: tensor -> array -> base array; None at the storage) and per-node slot rows."""
+    objects, position, incoming, holders, chain, rows = [], {}, [], [], [], []
+    pending = []
+
+    def add(obj, holder):
+        i = position.get(id(obj))
+        if i is None:
+            i = position[id(obj)] = len(objects)
+            objects.append(obj)
+            incoming.append(0)
+            holders.append([])
+            chain.append(None)
+            pending.append(i)
+        incoming[i] += 1
+        holders[i].append(holder)
+        return i
+
+    for node in live:
+        node_rows = []
+        if type(node) is AccumulateGrad:
+            add(node.variable, -1)
+        elif not isinstance(node, ReleasedNode):
+            declared = {s.name: s.source for s in node.op.saves}
+            for name, value, _, freed in node.saved_slots():
+                if not _is_tensor_source(declared[name]):
+                    node_rows.append((name, "scalar", freed, value))
+                elif freed:
+                    node_rows.append((name, "tensor", True, value))
+                else:
+                    held = value.tensor if value.tensor is not None else value.array
+                    data = value.data
+                    node_rows.append((name, "tensor", False,
+                                      (add(held, -1), tuple(data.shape), data.dtype.name, int(data.nbytes))))
+        rows.append(node_rows)
+        while pending:
+            i = pending.pop()
+            obj = objects[i]
+            if isinstance(obj, np.ndarray):
+                if isinstance(obj.base, np.ndarray):
+                    chain[i] = add(obj.base, i)
+            else:
+                chain[i] = add(obj._data, i)
+                if obj._base is not None:
+                    add(obj._base, i)
+    return objects, incoming, holders, chain, rows
+
+
+def _is_tensor_source(source) -> bool:
+    return type(source) is int or source == "result" or source.startswith("result:")
+
+
+def _refcounts(objects: list) -> list:
+    return [sys.getrefcount(obj) for obj in objects]
+
+
+# References _refcounts itself adds (the list, the loop variable, the call's argument).
+_BIAS = _refcounts([object()])[0]
+
+
+def _propagate(shared: list, holders: list) -> list:
+    """An object is shared if referenced from outside, or held by a shared object."""
+    children = [[] for _ in shared]
+    for child, owners in enumerate(holders):
+        for owner in owners:
+            if owner >= 0:
+                children[owner].append(child)
+    stack = [i for i, s in enumerate(shared) if s]
+    while stack:
+        for child in children[stack.pop()]:
+            if not shared[child]:
+                shared[child] = True
+                stack.append(child)
+    return shared

@@ -1,0 +1,126 @@
+"""cross_entropy / nll_loss over class-index targets, and the CrossEntropyLoss / NLLLoss modules.
+
+Inputs are (C,) with a 0-dim target, (N, C) with target (N,), or (N, C, d1, ...) with target
+(N, d1, ...), as in PyTorch: 4-D inputs use NllLoss2DBackward0, other ranks above 2 are viewed
+to (N, C, 1, -1) first.
+"""
+
+from __future__ import annotations
+
+from staticgrad import functional as fn
+from staticgrad.dispatch import dispatch
+from staticgrad.nn.activation import masked_fill_
+from staticgrad.nn.module import Module
+from staticgrad.ops import OPS
+from staticgrad.ops.loss import REDUCTIONS
+
+
+def _reduction_code(reduction: str) -> int:
+    try:
+        return REDUCTIONS[reduction]
+    except KeyError:
+        raise ValueError(f"{reduction} is not a valid value for reduction") from None
+
+
+def _refuse_class_weights(weight) -> None:
+    if weight is not None:
+        raise NotImplementedError(
+            "staticgrad's losses take no class weights; compute per-element losses with reduction='none' "
+            "and weight them yourself, e.g. (loss * weight[target]).sum() / weight[target].sum()")
+
+
+def _check_target(target) -> None:
+    if target._data.dtype.name not in ("int64", "uint8"):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {target.dtype.tensor_type[:-6]}")
+
+
+def _nll(logp, target, reduction: int, ignore_index: int):
+    """nll_loss for every input rank, dispatched as PyTorch's nll_loss_nd does."""
+    _check_target(target)
+    attrs = {"reduction": reduction, "ignore_index": int(ignore_index)}
+    shape, target_shape = logp._data.shape, target._data.shape
+    n = shape[0] if len(shape) > 1 else None
+    if n is not None and target_shape[:1] != (n,):
+        raise ValueError(f"Expected input batch_size ({n}) to match target batch_size "
+                         f"({target_shape[0] if target_shape else 0}).")
+    if len(shape) <= 2:
+        return dispatch(OPS["nll_loss"], (logp, target), attrs)
+    if len(shape) == 4:
+        if target_shape[1:] != shape[2:]:
+            raise RuntimeError(f"size mismatch (got input: {list(shape)} , target: {list(target_shape)}")
+        return dispatch(OPS["nll_loss2d"], (logp, target), attrs)
+    if target_shape[1:] != shape[2:]:
+        raise RuntimeError(f"Expected target size {[n] + list(shape[2:])}, got {list(target_shape)}")
+    logp4 = fn.view(logp.contiguous(), (n, shape[1], 1, -1))
+    loss = dispatch(OPS["nll_loss2d"], (logp4, fn.view(target.contiguous(), (n, 1, -1))), attrs)
+    return fn.view(loss, (n,) + shape[2:]) if reduction == REDUCTIONS["none"] else loss
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+             reduction: str = "mean"):
+    """Negative log likelihood of the target classes, given log-probabilities over dim 1."""
+    _refuse_class_weights(weight)
+    return _nll(input, target, _reduction_code(reduction), ignore_index)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                  reduction: str = "mean", label_smoothing: float = 0.0):
+    """log_softmax over the class dim (dim 1, or 0 for a (C,) input) followed by nll_loss; label_smoothing
+    mixes in the mean over classes of -log p, as PyTorch does."""
+    _refuse_class_weights(weight)
+    code = _reduction_code(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if target._data.shape == input._data.shape and target._data.ndim:
+        if target._data.dtype.kind != "f":
+            raise RuntimeError("Expected floating point type for target with class probabilities, got "
+                               f"{target.dtype.tensor_type[:-6]}")
+        raise NotImplementedError("staticgrad's cross_entropy takes class-index targets; for class probabilities "
+                                  "use -(target * input.log_softmax(1)).sum(1).mean()")
+    class_dim = 0 if input._data.ndim == 1 else 1
+    logp = fn.log_softmax(input, class_dim)
+    loss = _nll(logp, target, code, ignore_index)
+    if label_smoothing == 0:
+        return loss
+    return loss * (1 - label_smoothing) + _smoothing_term(logp, target, code, ignore_index, class_dim) * (
+        label_smoothing / input._data.shape[class_dim])
+
+
+def _smoothing_term(logp, target, reduction: int, ignore_index: int, class_dim: int):
+    """-(sum of log-probabilities over classes), zero at ignored targets, reduced as the loss is."""
+    ignored = fn.eq(target, ignore_index)
+    smooth = masked_fill_(fn.neg(fn.sum(logp, class_dim)), ignored, 0.0)
+    if reduction == REDUCTIONS["mean"]:
+        counted = fn.to_dtype(fn.sum(fn.logical_not(ignored)), smooth.dtype)
+        return fn.div(fn.sum(smooth), counted)
+    if reduction == REDUCTIONS["sum"]:
+        return fn.sum(smooth)
+    return smooth
+
+
+class _ClassIndexLoss(Module):
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__()
+        _refuse_class_weights(weight)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+
+
+class NLLLoss(_ClassIndexLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean"):
+        super().__init__(weight, ignore_index, reduction)
+
+    def forward(self, input, target):
+        return nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class CrossEntropyLoss(_ClassIndexLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean", label_smoothing: float = 0.0):
+        super().__init__(weight, ignore_index, reduction)
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
+                             label_smoothing=self.label_smoothing)

@@ -1,0 +1,195 @@
+"""LSTMCell and LSTM (unidirectional, no dropout, no projections) as PyTorch defines them.
+
+Each time step is an ordinary chain of staticgrad ops (linear, chunk, sigmoid, tanh, mul, add),
+unrolled in Python, so autograd and the tracer see nothing special: a compiled training step
+records the whole unrolled sequence once per sequence length.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from staticgrad import functional as fn
+from staticgrad.creation import empty, zeros
+from staticgrad.nn import functional as F
+from staticgrad.nn import init
+from staticgrad.nn.module import Module
+from staticgrad.nn.parameter import Parameter
+
+
+def _lstm_update(gates, c):
+    """(h, c) of the next step from the summed gate pre-activations, in PyTorch's order (i, f, g, o)."""
+    i, f, g, o = fn.chunk(gates, 4, 1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """``torch.lstm_cell``: one LSTM step on a batch, ``hx = (h, c)``; returns ``(h, c)``."""
+    h, c = hx
+    return _lstm_update(F.linear(h, w_hh, b_hh) + F.linear(input, w_ih, b_ih), c)
+
+
+def _uniform_init(module) -> None:
+    """PyTorch's RNN init: every weight and bias uniform in +-1/sqrt(hidden_size)."""
+    bound = 1.0 / math.sqrt(module.hidden_size) if module.hidden_size > 0 else 0
+    for weight in module.parameters():
+        init.uniform_(weight, -bound, bound)
+
+
+class LSTMCell(Module):
+    """One LSTM step: ``forward(input, (h, c))`` -> ``(h, c)``, for (N, H_in) or unbatched (H_in,) input."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        self.weight_ih = Parameter(empty(4 * hidden_size, input_size, dtype=dtype))
+        self.weight_hh = Parameter(empty(4 * hidden_size, hidden_size, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(4 * hidden_size, dtype=dtype))
+            self.bias_hh = Parameter(empty(4 * hidden_size, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _uniform_init(self)
+
+    def forward(self, input, hx=None):
+        if input.dim() not in (1, 2):
+            raise ValueError(f"LSTMCell: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        if hx is not None:
+            for idx, value in enumerate(hx):
+                if value.dim() not in (1, 2):
+                    raise ValueError(f"LSTMCell: Expected hx[{idx}] to be 1D or 2D, got {value.dim()}D instead")
+        batched = input.dim() == 2
+        if not batched:
+            input = input.unsqueeze(0)
+            if hx is not None:
+                hx = (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} expected {self.input_size}")
+        if hx is None:
+            state = zeros(input.shape[0], self.hidden_size, dtype=input.dtype)
+            hx = (state, state)
+        h, c = lstm_cell(input, hx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class LSTM(Module):
+    """A stack of LSTM layers over a sequence: ``forward(input, (h_0, c_0))`` ->
+    ``(output, (h_n, c_n))``, input (L, N, H_in), (N, L, H_in) if batch_first, or unbatched (L, H_in)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 proj_size: int = 0, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if input_size <= 0:
+            raise ValueError("input_size must be greater than zero")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if dropout != 0 or bidirectional or proj_size != 0:
+            raise NotImplementedError("staticgrad's LSTM supports dropout=0, bidirectional=False and proj_size=0 "
+                                      f"only (got dropout={dropout}, bidirectional={bidirectional}, "
+                                      f"proj_size={proj_size})")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first = bias, batch_first
+        self.dropout, self.bidirectional, self.proj_size = 0.0, False, 0
+        self._all_weights = []
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else hidden_size
+            shapes = {f"weight_ih_l{layer}": (4 * hidden_size, layer_input),
+                      f"weight_hh_l{layer}": (4 * hidden_size, hidden_size)}
+            if bias:
+                shapes.update({f"bias_ih_l{layer}": (4 * hidden_size,), f"bias_hh_l{layer}": (4 * hidden_size,)})
+            for name, shape in shapes.items():
+                setattr(self, name, Parameter(empty(*shape, dtype=dtype)))
+            self._all_weights.append(list(shapes))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _uniform_init(self)
+
+    def flatten_parameters(self) -> None:
+        """A no-op: PyTorch packs the weights for cuDNN here; staticgrad keeps them as they are."""
+
+    @property
+    def all_weights(self) -> list:
+        """Per layer: [weight_ih, weight_hh] and, with bias, [bias_ih, bias_hh]."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def forward(self, input, hx=None):
+        if input.dim() not in (2, 3):
+            raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.dim()}D instead")
+        batched = input.dim() == 3
+        batch_dim = 0 if self.batch_first else 1
+        if hx is not None:
+            rank = 3 if batched else 2
+            if hx[0].dim() != rank or hx[1].dim() != rank:
+                kind = "batched 3-D" if batched else "unbatched 2-D"
+                raise RuntimeError(f"For {kind} input, hx and cx should also be {rank}-D but got "
+                                   f"({hx[0].dim()}-D, {hx[1].dim()}-D) tensors")
+        if not batched:
+            input = input.unsqueeze(batch_dim)
+            if hx is not None:
+                hx = (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
+        if self.batch_first:
+            input = input.transpose(0, 1)
+        self._check_input(input)
+        expected = (self.num_layers, input.shape[1], self.hidden_size)
+        if hx is None:
+            state = zeros(*expected, dtype=input.dtype)
+            hx = (state, state)
+        for i, value in enumerate(hx):
+            if tuple(value.shape) != expected:
+                raise RuntimeError(f"Expected hidden[{i}] size {expected}, got {list(value.shape)}")
+        output, h_n, c_n = self._layers(input, hx)
+        if self.batch_first:
+            output = output.transpose(0, 1)
+        if not batched:
+            return output.squeeze(batch_dim), (h_n.squeeze(1), c_n.squeeze(1))
+        return output, (h_n, c_n)
+
+    def _check_input(self, input) -> None:
+        weight_dtype = self.weight_ih_l0.dtype
+        if input.dtype != weight_dtype:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight_dtype}). "
+                             f"Convert input: input.to({weight_dtype}), or convert model: model.to({input.dtype})")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {input.shape[-1]}")
+
+    def _layers(self, input, hx):
+        """Run every layer over the (L, N, H_in) sequence; each layer projects its whole input
+        sequence at once (as PyTorch does), then steps through time."""
+        h_n, c_n = [], []
+        for weights, h, c in zip(self.all_weights, hx[0].unbind(0), hx[1].unbind(0)):
+            w_ih, w_hh, b_ih, b_hh = weights if self.bias else weights + [None, None]
+            steps = []
+            for projected in F.linear(input, w_ih, b_ih).unbind(0):
+                h, c = _lstm_update(F.linear(h, w_hh, b_hh) + projected, c)
+                steps.append(h)
+            input = fn.stack(steps)
+            h_n.append(h)
+            c_n.append(c)
+        return input, fn.stack(h_n), fn.stack(c_n)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        return s

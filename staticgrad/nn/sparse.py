@@ -1,0 +1,77 @@
+"""embedding and Embedding: look up rows of a weight matrix by integer index."""
+
+from __future__ import annotations
+
+from staticgrad.autograd.grad_mode import no_grad
+from staticgrad.creation import empty
+from staticgrad.dispatch import dispatch
+from staticgrad.nn import init
+from staticgrad.nn.module import Module
+from staticgrad.nn.parameter import Parameter
+from staticgrad.ops import OPS
+
+
+def _padding_index(padding_idx, num_embeddings: int) -> int:
+    """PyTorch's normalization: a negative index counts from the end; None is -1."""
+    if padding_idx is None:
+        return -1
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise AssertionError("Padding_idx must be within num_embeddings")
+    return padding_idx % num_embeddings
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False):
+    """``weight[input]`` (EmbeddingBackward0); the padding row receives no gradient."""
+    if max_norm is not None:
+        raise NotImplementedError("staticgrad's embedding does not renormalize rows (max_norm); rescale the "
+                                  "weight yourself under no_grad() before the lookup")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("staticgrad's embedding computes dense, unscaled gradients only; "
+                                  "use scale_grad_by_freq=False and sparse=False")
+    if weight._data.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if input._data.dtype.name not in ("int64", "int32"):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got staticgrad.{input.dtype.tensor_type} instead (while checking "
+                           "arguments for embedding)")
+    num_weights = weight._data.shape[0]
+    attrs = {"num_weights": num_weights, "padding_idx": _padding_index(padding_idx, num_weights)}
+    return dispatch(OPS["embedding"], (weight, input), attrs)
+
+
+class Embedding(Module):
+    """A lookup table initialised from N(0, 1), its padding row (if any) zero."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, max_norm=None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight=None, _freeze: bool = False, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.padding_idx = None if padding_idx is None else _padding_index(padding_idx, num_embeddings)
+        self.max_norm = max_norm
+        self.norm_type = norm_type
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.sparse = sparse
+        if _weight is None:
+            self.weight = Parameter(empty(num_embeddings, embedding_dim, dtype=dtype), requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
+
+    def forward(self, input):
+        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                         self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        return text

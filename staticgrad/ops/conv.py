@@ -1,0 +1,192 @@
+"""2-D convolution and max pooling over NCHW arrays, with their gradients as ops of their own.
+
+Convolution is im2col (``sliding_window_view`` over the zero-padded input, copied into columns)
+and one matmul. conv2d is bilinear in (input, weight), and so are its input and weight gradients,
+so the three ops close under differentiation: each one's backward is written with the other two,
+and double backward needs nothing more. Max pooling records the flat argmax of each window; its
+gradient scatters back to those positions, and that scatter's gradient gathers from them.
+
+Forward functions write ``out`` only in their last NumPy call, or earlier only when nothing read
+afterwards can share its memory (out is C-contiguous, as the arena's views are), so a planner may
+hand them an ``out`` that aliases an input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops.shape import _reshape_back
+
+
+def _windows(x, kernel_size, stride, padding, fill=0):
+    """(..., OH, OW, kh, kw) strided view of the windows a kernel visits over the last two axes of
+    the padded input."""
+    ph, pw = padding
+    if ph or pw:
+        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(ph, ph), (pw, pw)], constant_values=fill)
+    sh, sw = stride
+    return sliding_window_view(x, tuple(kernel_size), axis=(-2, -1))[..., ::sh, ::sw, :, :]
+
+
+def _write(result, out):
+    """Return ``result``, or copy it into ``out`` (the op's last NumPy call) and return ``out``."""
+    if out is None:
+        return result
+    np.copyto(out, result, casting="unsafe")
+    return out
+
+
+# ---- conv2d(input, weight[, bias]) -------------------------------------------------------------
+
+def _conv2d(x, weight, bias=None, out=None, stride=(1, 1), padding=(0, 0)):
+    n, c, o = x.shape[0], x.shape[1], weight.shape[0]
+    windows = _windows(x, weight.shape[2:], stride, padding)
+    oh, ow, kh, kw = windows.shape[2:]
+    columns = windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    kernel = weight.reshape(o, c * kh * kw)
+    flat_out = None if out is None else np.reshape(out, (n, o, oh * ow), copy=False)
+    if bias is None:
+        product = np.matmul(kernel, columns, out=flat_out)
+        return product.reshape(n, o, oh, ow) if out is None else out
+    # The matmul may fill out early unless out shares memory with the bias, the one input read after it.
+    early = flat_out if flat_out is not None and not np.may_share_memory(out, bias) else None
+    product = np.matmul(kernel, columns, out=early)
+    result = np.add(product, bias.reshape(o, 1), out=flat_out)
+    return result.reshape(n, o, oh, ow) if out is None else out
+
+
+def _conv2d_backward(F, g, s, at, need):
+    x, weight = s["input"], s["weight"]
+    geometry = {"stride": at["stride"], "padding": at["padding"]}
+    grad_input = F.conv2d_input_grad(g, weight, input_size=tuple(x.shape[2:]), **geometry) if need[0] else None
+    grad_weight = F.conv2d_weight_grad(g, x, kernel_size=tuple(weight.shape[2:]), **geometry) if need[1] else None
+    if len(need) == 2:
+        return grad_input, grad_weight
+    return grad_input, grad_weight, F.sum(g, dim=(0, 2, 3)) if need[2] else None
+
+
+# PyTorch saves input and weight whichever of them needs a gradient; in training both are alive
+# anyway (the batch or an activation, and a parameter), so saving them costs nothing extra.
+register(OpDef("conv2d", _conv2d, "matmul", "ConvolutionBackward0", _conv2d_backward,
+               (Save("input", 0), Save("weight", 1),
+                Save("stride", "attr:stride", freed=False), Save("padding", "attr:padding", freed=False)),
+               "same"))
+
+
+def _conv2d_input_grad(g, weight, out=None, input_size=(1, 1), stride=(1, 1), padding=(0, 0)):
+    """Gradient w.r.t. conv2d's input (col2im): weight^T times g gives a gradient for every cell
+    of every window, each added back onto the padded-input position it was read from."""
+    n, o, oh, ow = g.shape
+    _, c, kh, kw = weight.shape
+    (h, w), (sh, sw), (ph, pw) = input_size, stride, padding
+    columns = np.matmul(weight.reshape(o, c * kh * kw).T, g.reshape(n, o, oh * ow)).reshape(n, c, kh, kw, oh, ow)
+    padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=columns.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            padded[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += columns[:, :, i, j]
+    return _write(padded[:, :, ph:ph + h, pw:pw + w], out)
+
+
+def _conv2d_input_grad_backward(F, gg, s, at, need):
+    # grad_input = A(weight)^T g, linear in each: <gg, A^T g> = <A gg, g> = <conv2d(gg, weight), g>.
+    geometry = {"stride": at["stride"], "padding": at["padding"]}
+    grad_g = F.conv2d(gg, s["weight"], **geometry) if need[0] else None
+    grad_weight = (F.conv2d_weight_grad(s["grad_output"], gg, kernel_size=tuple(s["weight_sym_sizes"][2:]),
+                                        **geometry) if need[1] else None)
+    return grad_g, grad_weight
+
+
+register(OpDef("conv2d_input_grad", _conv2d_input_grad, "matmul", "ConvolutionBackwardBackward0",
+               _conv2d_input_grad_backward,
+               (Save("grad_output", 0, when=(1,)), Save("weight", 1, when=(0,)),
+                Save("weight_sym_sizes", "shape:1", freed=False)),
+               "same"))
+
+
+def _conv2d_weight_grad(g, x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0)):
+    """Gradient w.r.t. conv2d's weight: g times the input's columns, summed over batch and positions
+    in one matmul of (O, N*OH*OW) by (N*OH*OW, C*kh*kw)."""
+    n, o, oh, ow = g.shape
+    c, (kh, kw) = x.shape[1], kernel_size
+    windows = _windows(x, kernel_size, stride, padding)
+    columns = windows.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow)
+    grad = g.transpose(1, 0, 2, 3).reshape(o, n * oh * ow)
+    if out is None:
+        return np.matmul(grad, columns.T).reshape(o, c, kh, kw)
+    np.matmul(grad, columns.T, out=np.reshape(out, (o, c * kh * kw), copy=False))
+    return out
+
+
+def _conv2d_weight_grad_backward(F, gg, s, at, need):
+    # grad_weight = B(input)^T g, linear in each: <gg, grad_weight> = <conv2d(input, gg), g>.
+    geometry = {"stride": at["stride"], "padding": at["padding"]}
+    grad_g = F.conv2d(s["input"], gg, **geometry) if need[0] else None
+    grad_input = (F.conv2d_input_grad(s["grad_output"], gg, input_size=tuple(s["input_sym_sizes"][2:]),
+                                      **geometry) if need[1] else None)
+    return grad_g, grad_input
+
+
+register(OpDef("conv2d_weight_grad", _conv2d_weight_grad, "matmul", "ConvolutionBackwardBackward0",
+               _conv2d_weight_grad_backward,
+               (Save("grad_output", 0, when=(1,)), Save("input", 1, when=(0,)),
+                Save("input_sym_sizes", "shape:1", freed=False)),
+               "same"))
+
+
+# ---- max_pool2d(input) -> (values, flat indices into each H*W plane) ----------------------------
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0)):
+    windows = _windows(x, kernel_size, stride, padding, fill=_lowest(x.dtype))
+    *lead, oh, ow, kh, kw = windows.shape
+    flat = windows.reshape(*lead, oh, ow, kh * kw)
+    pick = np.argmax(flat, axis=-1)[..., None]  # first maximum in row-major order, as PyTorch's scan
+    values = np.take_along_axis(flat, pick, axis=-1)[..., 0]
+    pick = pick[..., 0]
+    (sh, sw), (ph, pw) = stride, padding
+    # A window whose real values all equal the padding fill picks its first cell, which may be
+    # padding; clamping gives its first real cell, the index PyTorch reports.
+    rows = np.maximum(np.arange(oh).reshape(oh, 1) * sh - ph + pick // kw, 0)
+    cols = np.maximum(np.arange(ow) * sw - pw + pick % kw, 0)
+    return values, rows * x.shape[-1] + cols
+
+
+def _max_pool2d_backward_formula(F, g, s, at, need):
+    return (F.max_pool2d_backward(g[0], s["result1"], input_size=tuple(s["self_sym_sizes"][-2:])),)
+
+
+register(OpDef("max_pool2d", _max_pool2d, "other", "MaxPool2DWithIndicesBackward0", _max_pool2d_backward_formula,
+               (Save("result1", "result:1"), Save("self_sym_sizes", "shape:0", freed=False),
+                Save("kernel_size", "attr:kernel_size", freed=False), Save("stride", "attr:stride", freed=False),
+                Save("padding", "attr:padding", freed=False)),
+               "same"))
+
+
+def _max_pool2d_backward(g, indices, out=None, input_size=(1, 1)):
+    """Each output's gradient added at its argmax (overlapping windows may share one)."""
+    lead = g.shape[:-2]
+    planes, plane = math.prod(lead), input_size[0] * input_size[1]
+    offsets = np.arange(planes).reshape(*lead, 1, 1) * plane
+    sums = np.bincount((indices + offsets).ravel(), weights=g.ravel(), minlength=planes * plane)
+    grad = sums.reshape(*lead, *input_size)
+    return grad.astype(g.dtype, copy=False) if out is None else _write(grad, out)
+
+
+def _max_pool2d_backward_backward(F, gg, s, at, need):
+    # The scatter's adjoint: gather gg at the indices (PyTorch's max_pool_double_backward).
+    indices = s["indices"]
+    lead, (oh, ow) = tuple(indices.shape[:-2]), indices.shape[-2:]
+    flat = _reshape_back(F, gg, lead + (gg.shape[-2] * gg.shape[-1],))
+    picked = F.gather(flat, F.view(indices, shape=lead + (oh * ow,)), dim=len(lead))
+    return F.view(picked, shape=tuple(indices.shape)), None
+
+
+register(OpDef("max_pool2d_backward", _max_pool2d_backward, "other", "MaxPool2DWithIndicesBackwardBackward0",
+               _max_pool2d_backward_backward, (Save("indices", 1),), "same", grad_inputs=(0,)))

@@ -1,0 +1,318 @@
+"""Transformer-block ops: gelu, layer_norm, embedding, masked_fill, triu/tril, and the dedicated
+backward ops of the first three (each differentiable again, for double backward)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from staticgrad.ops import OpDef, Save, lit, register
+from staticgrad.ops.elementwise import broadcast_error
+
+
+def _into(result, out):
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+# ---- gelu: x * Phi(x), exact ("none", with erf) or with PyTorch's tanh approximation ------------
+
+SQRT1_2 = math.sqrt(0.5)
+PDF_SCALE = 1.0 / math.sqrt(2.0 * math.pi)      # PyTorch's kAlpha in the gelu backward
+TANH_BETA = math.sqrt(2.0 / math.pi)            # PyTorch's kBeta
+TANH_KAPPA = 0.044715
+
+
+def _erf(a):
+    """erf elementwise. NumPy has none: math.erf per element (libm accuracy, ~100 ns each)."""
+    values = np.fromiter(map(math.erf, a.ravel().tolist()), dtype=np.float64, count=a.size)
+    return values.reshape(a.shape).astype(a.dtype, copy=False)
+
+
+def _tanh_inner(x):
+    """tanh(sqrt(2/pi) * (x + 0.044715 x^3)), in PyTorch's order of operations."""
+    inner = x * x * x
+    inner *= TANH_KAPPA
+    inner += x
+    inner *= TANH_BETA
+    return np.tanh(inner, out=inner)
+
+
+def _gelu(x, out=None, approximate="none"):
+    if approximate == "tanh":
+        right = _tanh_inner(x)
+    else:
+        right = _erf(x * SQRT1_2)
+    right += 1
+    return np.multiply(x * 0.5, right, out=out)
+
+
+def _gelu_bw(g, x, out=None, approximate="none"):
+    if approximate == "tanh":
+        t = _tanh_inner(x)
+        inner_derivative = x * x
+        inner_derivative *= 3 * TANH_KAPPA
+        inner_derivative += 1
+        inner_derivative *= TANH_BETA
+        slope = (x * 0.5) * (1 - t * t) * inner_derivative   # the tanh factor's derivative term
+        slope += 0.5 * (1 + t)
+    else:
+        slope = _erf(x * SQRT1_2)
+        slope += 1
+        slope *= 0.5
+        slope += x * (np.exp(x * x * -0.5) * PDF_SCALE)
+    return np.multiply(g, slope, out=out)
+
+
+def _gelu_second_derivative(F, x, approximate):
+    """d^2 gelu / dx^2 written with staticgrad ops (for the double backward)."""
+    x2 = x * x
+    if approximate != "tanh":
+        pdf = F.mul_scalar(F.exp(F.mul_scalar(x2, other=-0.5)), other=PDF_SCALE)
+        return pdf * F.rsub_scalar(x2, other=2.0)
+    u = F.mul_scalar(x + F.mul_scalar(x2 * x, other=TANH_KAPPA), other=TANH_BETA)
+    t = F.tanh(u)
+    du = F.mul_scalar(F.add_scalar(F.mul_scalar(x2, other=3 * TANH_KAPPA), other=1.0), other=TANH_BETA)
+    d2u = F.mul_scalar(x, other=6 * TANH_BETA * TANH_KAPPA)
+    return F.rsub_scalar(t * t, other=1.0) * (du - x * t * du * du + F.mul_scalar(x * d2u, other=0.5))
+
+
+def _gelu_bw_backward(F, gg, s, at, need):
+    x, approximate = s["self"], s["approximate"]
+    grad_g = F.gelu_backward(gg, x, approximate=approximate) if need[0] else None
+    grad_x = gg * s["grad_output"] * _gelu_second_derivative(F, x, approximate) if need[1] else None
+    return grad_g, grad_x
+
+
+register(OpDef("gelu", _gelu, "elementwise", "GeluBackward0",
+               lambda F, g, s, at, need: (F.gelu_backward(g, s["self"], approximate=s["approximate"]),),
+               (Save("self", 0), Save("approximate", "attr:approximate", freed=False))))
+
+register(OpDef("gelu_backward", _gelu_bw, "elementwise", "GeluBackwardBackward0", _gelu_bw_backward,
+               (Save("grad_output", 0, when=(1,)), Save("self", 1),
+                Save("approximate", "attr:approximate", freed=False)), "promote"))
+
+
+# ---- layer_norm over the trailing dims given by normalized_shape -------------------------------
+#
+# Forward returns (y, mean, rstd), as PyTorch's native_layer_norm does; mean and rstd are saved
+# for backward. Every backward formula gives partial derivatives with respect to its direct
+# inputs, mean and rstd included, so gradients of any order are exact.
+
+def _axes(ndim: int, normalized_shape) -> tuple:
+    return tuple(range(ndim - len(normalized_shape), ndim))
+
+
+def _batch_axes(ndim: int, normalized_shape) -> tuple:
+    return tuple(range(ndim - len(normalized_shape)))
+
+
+def _layer_norm_forward(has_weight: bool, has_bias: bool):
+    def forward(x, *params, out=None, normalized_shape=(), eps=1e-5):
+        axes = _axes(x.ndim, normalized_shape)
+        mean = np.mean(x, axis=axes, keepdims=True)
+        centered = x - mean
+        var = np.mean(centered * centered, axis=axes, keepdims=True)
+        rstd = np.reciprocal(np.sqrt(var + eps))
+        y = centered * rstd
+        if has_weight:
+            y *= params[0]
+        if has_bias:
+            y += params[-1]
+        return y, mean, rstd
+    return forward
+
+
+def _layer_norm_backward_formula(has_weight: bool, has_bias: bool):
+    def backward(F, grads, s, at, need):
+        gy, g_mean, g_rstd = grads
+        x, mean, rstd = s["input"], s["result1"], s["result2"]
+        shape = at["normalized_shape"]
+        grad_x = grad_w = grad_b = None
+        if gy is not None:
+            if has_weight:
+                grad_x, grad_w, grad_b = F.layer_norm_backward_affine(gy, x, mean, rstd, s["weight"],
+                                                                      normalized_shape=shape)
+            else:
+                grad_x = F.layer_norm_backward(gy, x, mean, rstd, normalized_shape=shape)
+                grad_b = _sum_batch(F, gy, shape) if has_bias else None
+        count = math.prod(shape)
+        if g_mean is not None:  # d mean / dx = 1/N
+            grad_x = _add(grad_x, F.expand(F.div_scalar(g_mean, other=count), shape=tuple(x.shape)))
+        if g_rstd is not None:  # d rstd / dx = -rstd^3 (x - mean) / N
+            grad_x = _add(grad_x, F.mul_scalar(g_rstd * rstd * rstd * rstd * (x - mean), other=-1.0 / count))
+        grads_out = [grad_x] + ([grad_w] if has_weight else []) + ([grad_b] if has_bias else [])
+        return tuple(g if n else None for g, n in zip(grads_out, need))
+    return backward
+
+
+def _add(a, b):
+    return b if a is None else a + b
+
+
+def _sum_batch(F, t, normalized_shape):
+    """Sum over the leading (batch) dims, leaving normalized_shape."""
+    dims = _batch_axes(len(t.shape), normalized_shape)
+    return F.sum(t, dim=dims, keepdim=False) if dims else t
+
+
+def _sum_rows(F, t, normalized_shape):
+    return F.sum(t, dim=_axes(len(t.shape), normalized_shape), keepdim=True)
+
+
+def _mean_rows(F, t, normalized_shape):
+    return F.mean(t, dim=_axes(len(t.shape), normalized_shape), keepdim=True)
+
+
+for _suffix, _has_weight, _has_bias in (("", False, False), ("_weight", True, False), ("_bias", False, True),
+                                        ("_affine", True, True)):
+    _saves = (Save("input", 0), Save("normalized_shape", "attr:normalized_shape", freed=False),
+              Save("result1", "result:1"), Save("result2", "result:2"))
+    if _has_weight:
+        _saves += (Save("weight", 1),)
+    register(OpDef("layer_norm" + _suffix, _layer_norm_forward(_has_weight, _has_bias), "other",
+                   "NativeLayerNormBackward0", _layer_norm_backward_formula(_has_weight, _has_bias), _saves, "float"))
+
+
+def _layer_norm_bw(g, x, mean, rstd, out=None, normalized_shape=()):
+    """rstd * (g - mean(g) - xhat * mean(g * xhat)): the input gradient when there is no weight."""
+    axes = _axes(x.ndim, normalized_shape)
+    xhat = (x - mean) * rstd
+    centered = g - np.mean(g, axis=axes, keepdims=True)
+    centered -= xhat * np.mean(g * xhat, axis=axes, keepdims=True)
+    return np.multiply(centered, rstd, out=out)
+
+
+def _layer_norm_bw_affine(g, x, mean, rstd, weight, out=None, normalized_shape=()):
+    """(grad input, grad weight, grad bias)."""
+    batch = _batch_axes(x.ndim, normalized_shape)
+    xhat = (x - mean) * rstd
+    return (_layer_norm_bw(g * weight, x, mean, rstd, normalized_shape=normalized_shape),
+            np.sum(g * xhat, axis=batch), np.sum(g, axis=batch))
+
+
+def _layer_norm_bw_backward(has_weight: bool):
+    """Partial derivatives of the layer_norm backward with respect to (grad, x, mean, rstd[, weight])."""
+    def backward(F, gg, s, at, need):
+        gg_x, gg_w, gg_b = gg if has_weight else (gg, None, None)
+        g, x, mean, rstd, shape = s["grad_out"], s["input"], s["mean"], s["rstd"], at["normalized_shape"]
+        weight = s["weight"] if has_weight else None
+        centered = x - mean
+        xhat = centered * rstd
+        g_scaled = g * weight if has_weight else g
+        grad_g = grad_w = d_xhat = d_rstd = None
+        if gg_x is not None:
+            # dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) is self-adjoint in gw
+            adjoint = F.layer_norm_backward(gg_x, x, mean, rstd, normalized_shape=shape)
+            grad_g = adjoint * weight if has_weight else adjoint
+            if has_weight and need[4]:
+                grad_w = _sum_batch(F, g * adjoint, shape)
+            if need[1] or need[2] or need[3]:
+                m_gw_xhat = _mean_rows(F, g_scaled * xhat, shape)
+                d_xhat = -(rstd * (g_scaled * _mean_rows(F, gg_x * xhat, shape) + gg_x * m_gw_xhat))
+                d_rstd = _sum_rows(F, gg_x * (g_scaled - _mean_rows(F, g_scaled, shape) - xhat * m_gw_xhat), shape)
+        if gg_w is not None:  # grad weight = sum_batch(g * xhat)
+            grad_g = _add(grad_g, gg_w * xhat)
+            d_xhat = _add(d_xhat, g * gg_w)
+        if gg_b is not None:  # grad bias = sum_batch(g)
+            grad_g = _add(grad_g, F.expand(gg_b, shape=tuple(g.shape)))
+        grad_x = grad_mean = None
+        if d_xhat is not None:  # xhat = (x - mean) * rstd
+            grad_x = rstd * d_xhat
+            grad_mean = F.neg(_sum_rows(F, grad_x, shape))
+            d_rstd = _add(d_rstd, _sum_rows(F, d_xhat * centered, shape))
+        grads = (grad_g, grad_x, grad_mean, d_rstd) + ((grad_w,) if has_weight else ())
+        return tuple(t if n else None for t, n in zip(grads, need))
+    return backward
+
+
+_BW_SAVES = (Save("grad_out", 0), Save("input", 1), Save("mean", 2), Save("rstd", 3),
+             Save("normalized_shape", "attr:normalized_shape", freed=False))
+register(OpDef("layer_norm_backward", _layer_norm_bw, "other", "NativeLayerNormBackwardBackward0",
+               _layer_norm_bw_backward(False), _BW_SAVES, "promote"))
+register(OpDef("layer_norm_backward_affine", _layer_norm_bw_affine, "other", "NativeLayerNormBackwardBackward0",
+               _layer_norm_bw_backward(True), _BW_SAVES + (Save("weight", 4),), "promote"))
+
+
+# ---- embedding: rows of a weight matrix picked by integer indices ---------------------------------
+
+def _embedding(weight, indices, out=None, num_weights=0, padding_idx=-1):
+    if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
+        raise IndexError("index out of range in self")
+    return np.take(weight, indices, axis=0, out=out)
+
+
+def _embedding_bw(g, indices, out=None, num_weights=0, padding_idx=-1):
+    """Scatter-add the rows of g into a (num_weights, dim) zero matrix; the padding row stays zero."""
+    rows, flat = g.reshape(-1, g.shape[-1]), indices.reshape(-1)
+    if padding_idx >= 0:
+        keep = flat != padding_idx
+        rows, flat = rows[keep], flat[keep]
+    result = np.zeros((num_weights, g.shape[-1]), dtype=g.dtype)
+    np.add.at(result, flat, rows)
+    return _into(result, out)
+
+
+def _embedding_bw_backward(F, gg, s, at, need):
+    indices, padding_idx = s["indices"], s["padding_idx"]
+    rows = F.embedding(gg, indices, num_weights=at["num_weights"], padding_idx=padding_idx)
+    if padding_idx >= 0:
+        padding = F.unsqueeze(F.eq_scalar(indices, other=padding_idx), dim=len(indices.shape))
+        rows = F.masked_fill(rows, padding, value=0.0)
+    return rows, None
+
+
+register(OpDef("embedding", _embedding, "other", "EmbeddingBackward0",
+               lambda F, g, s, at, need: (F.embedding_backward(g, s["indices"], num_weights=s["weight_sym_argsize_0"],
+                                                               padding_idx=s["padding_idx"]), None),
+               (Save("indices", 1), Save("padding_idx", "attr:padding_idx", freed=False),
+                Save("weight_sym_argsize_0", "attr:num_weights", freed=False)),
+               grad_inputs=(0,)))
+
+register(OpDef("embedding_backward", _embedding_bw, "other", "EmbeddingDenseBackwardBackward0",
+               _embedding_bw_backward,
+               (Save("indices", 1), Save("padding_idx", "attr:padding_idx", freed=False)), grad_inputs=(0,)))
+
+
+# ---- masked_fill, triu, tril ------------------------------------------------------------------------
+
+def _masked_fill(a, mask, out=None, value=0.0):
+    return _into(np.where(mask, a.dtype.type(value), a), out)
+
+
+def _masked_fill_error(shapes, attrs, exc):
+    better = broadcast_error(shapes[::-1], attrs, exc)  # PyTorch broadcasts the mask against self
+    if better is None and isinstance(exc, ValueError):  # in place: the mask broadcasts beyond self
+        full = list(np.broadcast_shapes(*shapes))
+        return RuntimeError(f"output with shape {list(shapes[0])} doesn't match the broadcast shape {full}")
+    return better
+
+
+def _fill_literal(value) -> str:
+    """The fill value inside a fused kernel, as the kernel's float type T (infinities and NaN by name)."""
+    if not isinstance(value, (int, float)):
+        return lit(value)  # a value read at replay time
+    value = float(value)
+    if math.isnan(value):
+        return "T(np.nan)"
+    if math.isinf(value):
+        return "T(-np.inf)" if value < 0 else "T(np.inf)"
+    return f"T({value!r})"
+
+
+register(OpDef("masked_fill", _masked_fill, "elementwise", "MaskedFillBackward0",
+               lambda F, g, s, at, need: (F.masked_fill(g, s["mask"], value=0.0), None),
+               (Save("mask", 1),), "same",
+               lambda x, at: f"({_fill_literal(at['value'])} if {x[1]} else {x[0]})",
+               _masked_fill_error, grad_inputs=(0,)))
+
+register(OpDef("triu", lambda a, out=None, diagonal=0: _into(np.triu(a, diagonal), out), "other", "TriuBackward0",
+               lambda F, g, s, at, need: (F.triu(g, diagonal=s["diagonal"]),),
+               (Save("diagonal", "attr:diagonal", freed=False),)))
+
+register(OpDef("tril", lambda a, out=None, diagonal=0: _into(np.tril(a, diagonal), out), "other", "TrilBackward0",
+               lambda F, g, s, at, need: (F.tril(g, diagonal=s["diagonal"]),),
+               (Save("diagonal", "attr:diagonal", freed=False),)))

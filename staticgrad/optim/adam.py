@@ -1,0 +1,105 @@
+"""Adam and AdamW as PyTorch's single-tensor (for-loop) versions, replayable under ``@compile``.
+
+A replay runs no Python, so everything that changes from step to step is a tensor: the step
+count is a 0-dim tensor incremented in place and the bias corrections are tensor ops on it
+(where PyTorch reads the count into Python). Every hyperparameter used as a number is read
+through ``hyper`` (betas through ``_beta``), so a replay re-reads it from ``param_groups``.
+"""
+
+from __future__ import annotations
+
+from staticgrad import functional as fn
+from staticgrad._state import Tracing
+from staticgrad.autograd.grad_mode import enable_grad, no_grad
+from staticgrad.creation import zeros, zeros_like
+from staticgrad.optim.optimizer import Optimizer, hyper
+
+
+def _beta(group: dict, index: int):
+    """``group['betas'][index]``; while tracing, a number a replay re-reads (``hyper`` for a tuple element)."""
+    value = group["betas"][index]
+    tracer = Tracing.tracer
+    if tracer is None:
+        return value
+    return tracer.dynamic_scalar(value, lambda: group["betas"][index], ("param_group", id(group), "betas", index))
+
+
+class Adam(Optimizer):
+    """Adam (with AMSGrad, maximize, L2 or decoupled weight decay): PyTorch's defaults, param_groups and
+    state keys; ``foreach``, ``fused``, ``capturable`` and ``differentiable`` are kept but always run
+    the same for-loop update."""
+
+    _branch_keys = ("weight_decay",)
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
+                 amsgrad: bool = False, *, foreach=None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None, decoupled_weight_decay: bool = False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
+                        fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        self._guard_structure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group: dict) -> None:
+        lr, eps, weight_decay = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
+        beta1, beta2 = _beta(group, 0), _beta(group, 1)
+        for p in group["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            state = self.state[p]
+            if not state:
+                state["step"] = zeros(())
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = zeros_like(p)
+            if group["maximize"]:
+                grad = -grad
+            step = state["step"].add_(1).double()
+            if group["weight_decay"] != 0:
+                if group["decoupled_weight_decay"]:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_(grad, grad, value=1 - beta2)
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+            step_size = lr / bias_correction1
+            second_moment = exp_avg_sq
+            if group["amsgrad"]:
+                second_moment = state["max_exp_avg_sq"].copy_(fn.maximum(state["max_exp_avg_sq"], exp_avg_sq))
+            denom = (second_moment.sqrt() / bias_correction2_sqrt).add_(eps)
+            p.add_(exp_avg * -step_size / denom)  # addcdiv_(exp_avg, denom, value=-step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: the parameter shrinks by ``lr * weight_decay`` each step."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 amsgrad: bool = False, *, maximize: bool = False, foreach=None, capturable: bool = False,
+                 differentiable: bool = False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -1,0 +1,172 @@
+"""Each compiler pass on a small recorded program: the structural property it promises, its
+changed flag, the verifier between passes, and equal numbers before and after (plain interpreter)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+from staticgrad.compiler.ir import Graph, Op, Value, VerifyError, verify
+from staticgrad.compiler.passes import PIPELINE, run_pipeline
+from staticgrad.compiler.passes.cse import eliminate_common_subexpressions
+from staticgrad.compiler.passes.dce import eliminate_dead_code
+from staticgrad.compiler.passes.fold import fold_constants
+from staticgrad.compiler.passes.fuse import fuse_elementwise
+from staticgrad.compiler.passes.inplace import reuse_inputs_in_place
+from staticgrad.compiler.passes.simplify import simplify
+from staticgrad.compiler.planner import lifetimes, lower_bound, pack, pack_sweep, plan_program
+from staticgrad.runtime.executor import Interpreter
+
+
+def record(fn, *inputs):
+    """The raw recorded graph of ``fn`` and the arrays to run it with."""
+    compiled = sg.compile(fn)
+    compiled(*inputs)
+    plan = compiled.plans[0]
+    return plan.record.graph, plan
+
+
+def run_graph(graph: Graph, plan, inputs) -> list:
+    """Results of ``graph`` through the plain interpreter, or the generated code once lowered."""
+    from staticgrad.compiler.codegen import generate
+    from staticgrad.runtime.compiled import CompiledReplay
+
+    program = plan_program(graph)
+    captured = [a.copy() for a in plan._bind_captured(list(inputs))]
+    scalars = [g() for g in plan._scalar_getters]
+    arrays = [t._data for t in inputs]
+    if any(op.op == "fused" for op in graph.ops) or graph.reuse:
+        return CompiledReplay(program, generate(program)).run(arrays, captured, scalars)
+    return Interpreter(program).run(arrays, captured, scalars)
+
+
+def same_numbers(before: Graph, after: Graph, plan, inputs):
+    for a, b in zip(run_graph(before, plan, inputs), run_graph(after, plan, inputs)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_pipeline_is_data_with_descriptions_and_verifies_after_every_pass():
+    assert all(callable(p) and isinstance(d, str) and d for p, d in PIPELINE)
+    x = sg.randn(4, 3)
+    graph, plan = record(lambda a: ((a * 2 + 1).tanh() * 3).sum(0), x)
+    final, report, unfused = run_pipeline(graph, check=True)
+    assert [name for name, _ in report] == [p.__name__ for p, _ in PIPELINE]
+    verify(unfused)
+    same_numbers(graph, final, plan, [x])
+
+
+def test_verifier_rejects_use_before_definition_and_unknown_ops():
+    values = {0: Value(0, (2,), "float32", "input"), 1: Value(1, (2,), "float32", "op"),
+              2: Value(2, (2,), "float32", "op")}
+    bad = Graph(values=values, ops=[Op("neg", (2,), (1,)), Op("neg", (0,), (2,))], inputs=[0], results=[1])
+    with pytest.raises(VerifyError, match="before it is defined"):
+        verify(bad)
+    with pytest.raises(ValueError, match="unknown op"):
+        Op("not_an_op", (0,), (1,))
+
+
+def test_dead_code_drops_unread_values_but_keeps_random_draws():
+    x = sg.randn(3)
+
+    def fn(a):
+        unused = a.exp() * 5
+        sg.randn(3)
+        return a + 1
+
+    graph, plan = record(fn, x)
+    pruned, changed = eliminate_dead_code(graph)
+    assert changed and {op.op for op in pruned.ops} == {"add_scalar", "randn"}
+    assert eliminate_dead_code(pruned)[1] is False
+    verify(pruned)
+
+
+def test_common_subexpressions_are_computed_once():
+    x = sg.randn(3, 4)
+    graph, plan = record(lambda a: a.tanh() * 2 + a.tanh() * 2, x)
+    merged, changed = eliminate_common_subexpressions(graph)
+    assert changed and [op.op for op in merged.ops].count("tanh") == 1
+    verify(merged)
+    same_numbers(graph, merged, plan, [x])
+
+
+def test_constant_folding_evaluates_factories_once():
+    x = sg.randn(3)
+    graph, plan = record(lambda a: a * sg.ones(3) + sg.full((3,), 2.0), x)
+    folded, changed = fold_constants(graph)
+    assert changed and not any(op.opdef.kind == "factory" for op in folded.ops)
+    verify(folded)
+    same_numbers(graph, folded, plan, [x])
+
+
+def test_simplify_removes_double_transposes_and_computes_weight_gradients_in_place():
+    w = sg.randn(5, 4, requires_grad=True)
+    x = sg.randn(3, 4)
+
+    def fn(a):
+        loss = (a @ w.t()).sum()
+        loss.backward()
+        out = w.grad
+        w.grad = None
+        return out
+
+    graph, plan = record(fn, x)
+    graph, _ = eliminate_dead_code(graph)
+    simpler, changed = simplify(graph)
+    assert changed and "clone" not in [op.op for op in eliminate_dead_code(simpler)[0].ops]
+    verify(simpler)
+    same_numbers(graph, eliminate_dead_code(simpler)[0], plan, [x])
+
+
+def test_fusion_groups_exact_elementwise_chains_with_an_outer_sum_epilogue():
+    x, b = sg.randn(8, 5), sg.randn(5)
+    graph, plan = record(lambda a: ((a - b) * 0.5 * (a - b)).sum(0) + 0, x)
+    graph, _ = eliminate_dead_code(graph)
+    fused, changed = fuse_elementwise(graph)
+    assert changed and sum(op.op == "fused" for op in fused.ops) == 1
+    kernel = next(op for op in fused.ops if op.op == "fused").attr_dict["kernel"]
+    assert len(kernel.loops[0].body) >= 3 and len(kernel.loops[0].sums) == 1
+    verify(fused)
+    same_numbers(graph, fused, plan, [x])
+
+
+def test_fusion_leaves_transcendentals_to_numpy():
+    x = sg.randn(4, 4)
+    graph, _ = record(lambda a: (a * 2).tanh().exp() * 3, x)
+    fused, _ = fuse_elementwise(eliminate_dead_code(graph)[0])
+    assert {"tanh", "exp"} <= {op.op for op in fused.ops}
+
+
+def test_in_place_reuse_shares_a_dying_input_buffer_and_lowers_the_bound():
+    x = sg.randn(64, 64)
+    graph, plan = record(lambda a: ((a * 2).tanh() * 3).exp().sum(), x)
+    graph, _ = eliminate_dead_code(graph)
+    reused, changed = reuse_inputs_in_place(graph)
+    assert changed and reused.reuse
+    assert all(reused.values[o].shape == reused.values[i].shape for o, i in reused.reuse.items())
+    before = lower_bound(list(lifetimes(graph).values()), len(graph.ops))
+    after = lower_bound(list(lifetimes(reused).values()), len(reused.ops))
+    assert after < before
+    same_numbers(graph, reused, plan, [x])
+
+
+def test_packers_never_overlap_live_buffers_and_reach_the_bound_on_a_staircase():
+    from staticgrad.compiler.planner import Lifetime
+
+    rng = np.random.default_rng(0)
+    spans = []
+    for i in range(300):
+        first = int(rng.integers(0, 200))
+        spans.append(Lifetime(i, first, first + int(rng.integers(0, 30)), int(rng.integers(1, 5000))))
+    for packer in (pack, pack_sweep):
+        offsets, total = packer(spans)
+        for a in spans:
+            for b in spans:
+                if a.value < b.value and a.overlaps(b):
+                    a0, b0 = offsets[a.value], offsets[b.value]
+                    assert a0 + a.nbytes <= b0 or b0 + b.nbytes <= a0
+        assert all(off % 64 == 0 for off in offsets.values())
+        assert total >= lower_bound(spans, 240)
+    stairs = [Lifetime(i, i, 40 - i, 1024) for i in range(20)]
+    for packer in (pack, pack_sweep):
+        assert packer(stairs)[1] == lower_bound(stairs, 41)

@@ -46,10 +46,9 @@ def _mse_loss_backward(g, a, t, out=None, reduction=1):
 
 
 def _mse_loss_backward_backward(F, gg, s, at, need):
-    g, a, t = s["grad_output"], s["self"], s["target"]
-    scale = 2.0 / a.numel() if at["reduction"] == 1 else 2.0
-    grad_g = F.mul_scalar(gg * (a - t), other=scale) if need[0] else None
-    grad_at = F.mul_scalar(gg * g, other=scale) if need[1] or need[2] else None
+    scale = 2.0 / gg.numel() if at["reduction"] == 1 else 2.0  # gg has the (broadcast) output's size
+    grad_g = F.mul_scalar(gg * (s["self"] - s["target"]), other=scale) if need[0] else None
+    grad_at = F.mul_scalar(gg * s["grad_output"], other=scale) if need[1] or need[2] else None
     return grad_g, grad_at if need[1] else None, F.neg(grad_at) if need[2] else None
 
 

@@ -13,11 +13,11 @@ from staticgrad.creation import (arange, as_tensor, empty, empty_like, eye, from
                                  tensor, zeros, zeros_like)
 from staticgrad.functional import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk, clamp, clip,
                                    clone, concat, concatenate, detach, div, divide, dot, eq, exp, expand, flatten,
-                                   gather, ge, gt, le, log, log_softmax, logical_and, logical_not, logsumexp, lt,
+                                   gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not, logsumexp, lt,
                                    matmul, max, maximum, mean, min, minimum, mm, mul, multiply, mv, narrow, ne,
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
                                    softmax, split, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes,
-                                   t, tanh, transpose, true_divide, unbind, unsqueeze, where)
+                                   t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze, where)
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
 from staticgrad.tensor import Device as device

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from staticgrad import functional as fn
 from staticgrad import indexing
-from staticgrad.nn.activation import masked_fill, masked_fill_, tril, triu
 from staticgrad.ops import dtypes as _dtypes
 from staticgrad.tensor import Tensor
 
@@ -79,7 +78,7 @@ METHODS = {
     "logical_and": fn.logical_and, "logical_not": fn.logical_not,
     "sum": fn.sum, "mean": fn.mean, "max": _max, "min": _min, "amax": fn.amax, "amin": fn.amin,
     "argmax": fn.argmax, "argmin": fn.argmin, "softmax": fn.softmax, "log_softmax": fn.log_softmax,
-    "logsumexp": fn.logsumexp, "gather": fn.gather, "masked_fill": masked_fill, "triu": triu, "tril": tril,
+    "logsumexp": fn.logsumexp, "gather": fn.gather, "masked_fill": fn.masked_fill, "triu": fn.triu, "tril": fn.tril,
     "matmul": fn.matmul, "mm": fn.mm, "bmm": fn.bmm, "mv": fn.mv, "dot": fn.dot,
     # shape
     "view": _view, "reshape": _reshape, "flatten": fn.flatten, "transpose": fn.transpose, "swapaxes": fn.transpose,
@@ -96,7 +95,7 @@ METHODS = {
     "add_": fn.add_, "sub_": fn.sub_, "mul_": fn.mul_, "div_": fn.div_, "copy_": fn.copy_, "zero_": fn.zero_,
     "fill_": fn.fill_, "clamp_": fn.clamp_, "pow_": fn.pow_, "exp_": fn.exp_, "tanh_": fn.tanh_,
     "sigmoid_": fn.sigmoid_, "relu_": fn.relu_, "sqrt_": fn.sqrt_, "neg_": fn.neg_, "abs_": fn.abs_, "log_": fn.log_,
-    "masked_fill_": masked_fill_,
+    "masked_fill_": fn.masked_fill_,
 }
 
 

@@ -170,6 +170,7 @@ class Tracer:
         self._input_guards: list = []
         self._grad_slots: dict = {}    # id(tensor) -> tensor (strong: slots of externals only)
         self._constant_values: set = set()
+        self._guarded_modules: dict = {}
         self._start_serial = serial_mark()
 
     # ---- binding tensors to values --------------------------------------------------------
@@ -306,6 +307,12 @@ class Tracer:
 
     def add_guard(self, check, expected, label: str) -> None:
         self._guards.append(Guard(check, expected, label))
+
+    def add_module_guard(self, module) -> None:
+        """Guard a called module's train/eval mode (once per module per trace)."""
+        if id(module) not in self._guarded_modules:
+            self._guarded_modules[id(module)] = module
+            self.add_guard(lambda: module.training, module.training, f"{type(module).__name__}.training")
 
     def on_constant(self, t: Tensor, from_array: str | None) -> None:
         if from_array is not None:

@@ -197,6 +197,9 @@ def test_type_promotion_follows_pytorch():
     compare(lambda lib, a, b: a + b, [R(3).astype(np.float32), R().astype(np.float64)])
     compare(lambda lib, a, b: a * b, [R(3).astype(np.float32), R(3).astype(np.float64)], atol=1e-6)
     compare(lambda lib, a: a.exp(), [I(3)], requires_grad=[False], grad=False, rtol=1e-6)
+    compare(lambda lib, a, b: a * b, [R(3).astype(np.float32), I(3)], requires_grad=[True, False])
+    compare(lambda lib, a, b: a + b, [I(3).astype(np.int8), I(3).astype(np.uint8)], requires_grad=[False, False],
+            grad=False)
 
 
 def test_every_forward_writes_into_out():

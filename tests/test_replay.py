@@ -463,3 +463,18 @@ def test_attribute_names_are_not_guarded_as_globals():
         compiled(x, y)
     del namespace["step"]
     assert compiled.stats.replays >= 3
+
+
+def test_a_custom_module_branching_on_training_retraces_when_the_mode_flips():
+    class Noisy(sg.nn.Module):
+        def forward(self, x):
+            return x * 2 if self.training else x
+
+    module = Noisy()
+    f = sg.compile(lambda x: module(x))
+    x = sg.ones(2)
+    for _ in range(3):
+        assert f(x).numpy().tolist() == [2.0, 2.0]
+    module.eval()
+    assert f(x).numpy().tolist() == [1.0, 1.0]
+    assert f.stats.traces == 2

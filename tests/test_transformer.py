@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
-from staticgrad.nn.activation import tril as sg_tril
-from staticgrad.nn.activation import triu as sg_triu
+from staticgrad.functional import tril as sg_tril
+from staticgrad.functional import triu as sg_triu
 from staticgrad.ops import OPS
 from tests.oracle import compare, finite_difference_check, same_error, torch
 

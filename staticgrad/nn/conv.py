@@ -8,7 +8,6 @@ ceil_mode and padding modes other than zeros.
 
 from __future__ import annotations
 
-import math
 
 from staticgrad import functional as fn
 from staticgrad.creation import empty
@@ -151,12 +150,7 @@ class Conv2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init.reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input):
         return conv2d(input, self.weight, self.bias, self.stride, self.padding)

@@ -75,3 +75,13 @@ def xavier_uniform_(tensor, gain: float = 1.0):
 def xavier_normal_(tensor, gain: float = 1.0):
     fan_in, fan_out = _fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def reset_weight_and_bias(weight, bias) -> None:
+    """PyTorch's default for Linear and Conv layers: Kaiming-uniform weight (a=sqrt(5), i.e. within
+    +-1/sqrt(fan_in)) and a bias uniform within the same bound."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from staticgrad import functional as fn
 from staticgrad.dispatch import dispatch
-from staticgrad.nn.activation import masked_fill_
+from staticgrad.functional import masked_fill_
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS

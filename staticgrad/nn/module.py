@@ -109,6 +109,11 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        tracer = Tracing.tracer
+        if tracer is not None:
+            # Any module may branch on its mode (its own code or F.dropout(x, p, self.training)):
+            # a plan recorded in one mode must not replay in the other.
+            tracer.add_module_guard(self)
         for hook in self._forward_pre_hooks.values():
             result = hook(self, args)
             if result is not None:

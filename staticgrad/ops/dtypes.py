@@ -88,10 +88,11 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
     for group in (dim_dtypes, zero_dim_dtypes):
         if not group:
             continue
-        group_type = group[0]
-        for d in group[1:]:
+        cat = max(category_of(d) for d in group)
+        members = [d for d in group if category_of(d) == cat]  # float32 with int64 stays float32
+        group_type = members[0]
+        for d in members[1:]:
             group_type = np.promote_types(group_type, d)
-        cat = category_of(group_type)
         if result is None:
             result, result_cat = group_type, cat
         elif cat > result_cat:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from staticgrad import functional as fn
 from staticgrad._state import Tracing
-from staticgrad.autograd.grad_mode import enable_grad, no_grad
 from staticgrad.creation import zeros, zeros_like
 from staticgrad.optim.optimizer import Optimizer, hyper
 
@@ -48,16 +47,6 @@ class Adam(Optimizer):
                         fused=fused, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
-        self._guard_structure()
-        with no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
 
     def _update_group(self, group: dict) -> None:
         lr, eps, weight_decay = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")

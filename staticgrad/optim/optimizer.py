@@ -13,6 +13,7 @@ from collections import defaultdict
 import functools
 
 from staticgrad._state import Tracing, bump_epoch, phase
+from staticgrad.autograd.grad_mode import enable_grad, no_grad
 from staticgrad.tensor import Tensor
 
 _MISSING = object()
@@ -124,7 +125,7 @@ def hyper(group: dict, key: str):
 
 class Optimizer:
     def __init_subclass__(cls, **kwargs):
-        """Every optimizer's ``step`` records its ops as the "optimizer" phase (for plan inspection)."""
+        """A subclass's own ``step`` records its ops as the "optimizer" phase too (for plan inspection)."""
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None:
@@ -166,9 +167,22 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        from staticgrad.autograd.grad_mode import no_grad
+    def step(self, closure=None):
+        """One update of every parameter group (``closure`` re-evaluates the loss first)."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        self._guard_structure()
+        with no_grad(), phase("optimizer"):
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
 
+    def _update_group(self, group: dict) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must define _update_group(group)")
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 if set_to_none:

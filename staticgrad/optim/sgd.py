@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from staticgrad.autograd.grad_mode import enable_grad, no_grad
 from staticgrad.functional import clone
 from staticgrad.optim.optimizer import Optimizer, hyper
 
@@ -26,16 +25,6 @@ class SGD(Optimizer):
                         fused=fused)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
-        self._guard_structure()
-        with no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
 
     def _update_group(self, group: dict) -> None:
         lr = hyper(group, "lr")

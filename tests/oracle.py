@@ -28,7 +28,7 @@ def _np(t):
     if isinstance(t, (list, tuple)):
         return [_np(x) for x in t]
     if hasattr(t, "detach"):
-        return t.detach().numpy()
+        return t.detach().numpy(force=True)  # force: PyTorch's ZeroTensor (a known-zero gradient)
     return np.asarray(t)
 
 
@@ -38,7 +38,7 @@ def _flat(out):
     return [out]
 
 
-def compare(fn, arrays, requires_grad=None, atol=1e-6, rtol=1e-5, grad=True, seed=0):
+def compare(fn, arrays, requires_grad=None, atol=1e-6, rtol=1e-5, grad=True, seed=0, double=False):
     """Run ``fn(lib, *tensors)`` in PyTorch and staticgrad; compare outputs and input gradients.
 
     Returns the staticgrad outputs. ``fn`` gets the library module first so one lambda serves
@@ -69,15 +69,37 @@ def compare(fn, arrays, requires_grad=None, atol=1e-6, rtol=1e-5, grad=True, see
     s_loss = sum((s * staticgrad.tensor(w)).sum() for (_, s), w in zip(pairs, weights))
     t_leaves = [x for x in t_in if hasattr(x, "requires_grad") and x.requires_grad]
     s_leaves = [x for x in s_in if hasattr(x, "requires_grad") and x.requires_grad]
-    t_grads = torch.autograd.grad(t_loss, t_leaves, allow_unused=True)
-    s_grads = staticgrad.autograd.grad(s_loss, s_leaves, allow_unused=True)
+    t_grads = torch.autograd.grad(t_loss, t_leaves, allow_unused=True, create_graph=double)
+    s_grads = staticgrad.autograd.grad(s_loss, s_leaves, allow_unused=True, create_graph=double)
     for i, (tg, sg) in enumerate(zip(t_grads, s_grads)):
         if tg is None:
             assert sg is None or np.allclose(_np(sg), 0), f"input {i}: staticgrad has a gradient, torch has none"
             continue
         assert sg is not None, f"input {i}: torch has a gradient, staticgrad has none"
         np.testing.assert_allclose(_np(sg), _np(tg), atol=atol, rtol=rtol, err_msg=f"gradient of input {i}")
+    if double:
+        _compare_double(t_leaves, s_leaves, t_grads, s_grads, rng, atol, rtol)
     return s_out
+
+
+def _compare_double(t_leaves, s_leaves, t_grads, s_grads, rng, atol, rtol):
+    """Differentiate sum(v * grad) once more in both libraries (where PyTorch's grads have a graph)."""
+    pairs = [(tg, sg) for tg, sg in zip(t_grads, s_grads) if tg is not None and tg.requires_grad]
+    if not pairs:
+        return
+    weights = [rng.standard_normal(tuple(tg.shape)).astype(_np(tg).dtype) for tg, _ in pairs]
+    t_loss = sum((tg * torch.tensor(w)).sum() for (tg, _), w in zip(pairs, weights))
+    s_loss = sum((sg * staticgrad.tensor(w)).sum() for (_, sg), w in zip(pairs, weights))
+    t_second = torch.autograd.grad(t_loss, t_leaves, allow_unused=True)
+    s_second = staticgrad.autograd.grad(s_loss, s_leaves, allow_unused=True)
+    for i, (tg, sg) in enumerate(zip(t_second, s_second)):
+        if tg is None:
+            assert sg is None or np.allclose(_np(sg), 0), f"input {i}: staticgrad has a second derivative, torch none"
+            continue
+        if sg is None:
+            assert not np.any(_np(tg)), f"input {i}: torch has a nonzero second derivative, staticgrad has none"
+            continue
+        np.testing.assert_allclose(_np(sg), _np(tg), atol=atol, rtol=rtol, err_msg=f"second derivative of input {i}")
 
 
 def same_error(fn, *args):

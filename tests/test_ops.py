@@ -157,6 +157,11 @@ def test_against_torch_float64(name, fn, arrays):
 
 
 @pytest.mark.parametrize("name,fn,arrays", CASES, ids=IDS)
+def test_double_backward_against_torch(name, fn, arrays):
+    compare(fn, arrays, atol=1e-9, rtol=1e-7, double=True)
+
+
+@pytest.mark.parametrize("name,fn,arrays", CASES, ids=IDS)
 def test_against_torch_float32(name, fn, arrays):
     compare(fn, [a.astype(np.float32) for a in arrays], atol=1e-5, rtol=1e-4)
 

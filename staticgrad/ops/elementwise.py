@@ -298,8 +298,7 @@ register(OpDef(
     "threshold_backward", _threshold_backward, "elementwise", "ThresholdBackwardBackward0",
     lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None, None),
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
-    lambda x, at: f"({x[0]} if {x[1]} > {lit(at['threshold'])} else T(0.0))",
-    grad_inputs=(0,)))
+    lambda x, at: f"({x[0]} if {x[1]} > {lit(at['threshold'])} else T(0.0))"))
 
 
 # ---- copies and casts --------------------------------------------------------------------------

@@ -39,13 +39,15 @@ class Plan:
         self._scalar_getters = record.scalar_getters
         # The common cases of replay's bookkeeping, precomputed: version bumps and new .grad tensors
         # of captured tensors; everything else goes through the general loops below.
-        self._bumps = [(target._version_counter, count) for target, count in record.version_bumps
-                       if type(target) is not tuple]
+        bumps = [(target._version_counter, count) for target, count in record.version_bumps
+                 if type(target) is not tuple]
+        self._single_bumps = [counter for counter, count in bumps if count == 1]
+        self._bumps = [(counter, count) for counter, count in bumps if count != 1]
         self._input_bumps = [(target[1], count) for target, count in record.version_bumps if type(target) is tuple]
         self._fresh_grads = [(owner[1], final[1]) for owner, final in record.grad_slots
                              if owner[0] == "captured" and final is not None and final[0] == "value"
                              and _is_fresh_result(program, final[1])]
-        self._result_layout = [(graph.values[v].shape, graph.values[v].dtype) for v in graph.results]
+        self._written = [None] * len(graph.results)  # the arrays this plan last gave each result
         self._other_grads = [(owner, final) for owner, final in record.grad_slots
                              if not (owner[0] == "captured" and final is not None and final[0] == "value")]
         self._nodes = {}
@@ -111,19 +113,18 @@ class Plan:
     def _recyclable_grads(self) -> list | None:
         """Old ``.grad`` arrays that new gradients may overwrite: those nothing but their parameter
         can reach (checked with reference counts, as PyTorch's AccumulateGrad checks use counts),
-        so the reuse is unobservable; it saves the allocation and the memory of a second copy."""
+        so the reuse is unobservable; it saves the allocation and the memory of a second copy.
+        Only arrays this plan wrote itself are taken, so their layout is known to fit."""
         recycled = None
+        written = self._written
         for target, index in self._fresh_grads:
             grad = target._grad
-            if (grad is None or getrefcount(grad) != _GRAD_REFS or grad._base is not None
+            if (grad is None or grad._data is not written[index] or getrefcount(grad) != _GRAD_REFS
                     or getrefcount(grad._data) != _ARRAY_REFS):
                 continue
-            data = grad._data
-            shape, dtype = self._result_layout[index]
-            if data.shape == shape and data.dtype == dtype and data.flags.c_contiguous and data.flags.writeable:
-                if recycled is None:
-                    recycled = [None] * len(self._result_layout)
-                recycled[index] = data
+            if recycled is None:
+                recycled = [None] * len(written)
+            recycled[index] = grad._data
         return recycled
 
     def replay(self, flat: list):
@@ -131,19 +132,23 @@ class Plan:
         recycled = self._recyclable_grads() if self._fresh_grads else None
         results = self.executor.run([t._data for t in flat], self._bind_captured(flat),
                                     [g() for g in self._scalar_getters], recycled)
+        for counter in self._single_bumps:
+            counter[0] += 1
         for counter, count in self._bumps:
             counter[0] += count
         for index, count in self._input_bumps:
             flat[index]._version_counter[0] += count
         make = Tensor._make
+        written = self._written
         for target, index in self._fresh_grads:
             old = target._grad
             if old is None:
                 bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
             elif recycled is not None and recycled[index] is not None:
-                old._version_counter = [0]  # as a new gradient tensor would be
+                old._version_counter[0] = 0  # as a new gradient tensor would be
                 continue
             target._grad = make(results[index], False, None)
+            written[index] = results[index]
         leaves = []
         for spec in record.outputs:
             kind = spec[0]
@@ -214,9 +219,9 @@ class Plan:
 
 # Reference counts of an old gradient nobody else holds, seen from _recyclable_grads: the tensor
 # is held by its parameter's slot, a local variable and getrefcount's argument; its array by the
-# tensor and getrefcount's argument.
+# tensor, the plan's record of what it wrote, and getrefcount's argument.
 _GRAD_REFS = 3
-_ARRAY_REFS = 2
+_ARRAY_REFS = 3
 
 
 def _is_fresh_result(program, index: int) -> bool:

@@ -201,7 +201,8 @@ _unary("sigmoid", _sigmoid, "SigmoidBackward0",
 
 _unary("relu", lambda a, out=None: np.maximum(a, 0, out=out), "ReluBackward0",
        lambda F, g, s, at, need: (F.threshold_backward(g, s["result"], threshold=0),), (Save("result", "result"),),
-       lambda x, at: None, dtype_rule="same")
+       lambda x, at: f"(T(0.0) if {x[0]} <= T(0.0) else {x[0]})",  # NumPy's maximum: -0.0 -> 0.0, NaN stays
+       dtype_rule="same")
 
 _unary("sqrt", lambda a, out=None: np.sqrt(a, out=out), "SqrtBackward0",
        lambda F, g, s, at, need: (g / F.mul_scalar(s["result"], other=2.0),), (Save("result", "result"),),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, lit, register
+from staticgrad.ops import OpDef, Save, lit, register, with_emit
 from staticgrad.ops.elementwise import broadcast_error
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
@@ -36,6 +36,22 @@ def _mse_loss_backward_formula(F, g, s, at, need):
 register(OpDef("mse_loss", _mse_loss, "other", "MseLossBackward0", _mse_loss_backward_formula,
                (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False)),
                "promote", explain=broadcast_error))
+
+
+def _mse_loss_emit(ins, out, at, shapes):
+    """The mean reduction as np.mean computes it (pairwise add.reduce, then divide by the count),
+    without np.mean's Python wrapper; other reductions call the forward."""
+    if at.get("reduction") != 1 or not shapes or shapes[0] is None or tuple(shapes[0]) != tuple(shapes[1]):
+        return None
+    count = 1
+    for d in shapes[0]:
+        count *= d
+    return (f"_d = np.subtract({ins[0]}, {ins[1]}); np.multiply(_d, _d, out=_d); "
+            f"np.add.reduce(_d, axis=None, dtype=_d.dtype, out={out}); "
+            f"np.true_divide({out}, {count}, out={out}, casting='unsafe')")
+
+
+with_emit("mse_loss", _mse_loss_emit)
 
 
 def _mse_loss_backward(g, a, t, out=None, reduction=1):

@@ -8,6 +8,7 @@ from staticgrad.compiler.passes.dce import eliminate_dead_code
 from staticgrad.compiler.passes.fold import fold_constants
 from staticgrad.compiler.passes.fuse import fuse_elementwise
 from staticgrad.compiler.passes.inplace import reuse_inputs_in_place
+from staticgrad.compiler.passes.lower import split_matmul_epilogues
 from staticgrad.compiler.passes.simplify import simplify
 
 PIPELINE = [
@@ -15,12 +16,13 @@ PIPELINE = [
     (eliminate_common_subexpressions, "reuse the result of an identical earlier op"),
     (simplify, "drop double transposes; compute weight gradients straight into their buffer"),
     (eliminate_dead_code, "drop ops whose results nothing reads (unused gradients and values)"),
+    (split_matmul_epilogues, "split addmm into mm and a bias add that can join a fused kernel"),
     (fuse_elementwise, "fuse exact elementwise groups (and their outer-axis sums) into Numba kernels"),
     (reuse_inputs_in_place, "write an op's output into the buffer of an input that dies there"),
 ]
 
 # The plain interpreter (the oracle) runs the program as it stands before this pass.
-LOWERING_STARTS = "fuse_elementwise"
+LOWERING_STARTS = "split_matmul_epilogues"
 
 
 def run_pipeline(graph: Graph, pipeline=None, check: bool = False) -> tuple:

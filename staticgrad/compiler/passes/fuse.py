@@ -6,8 +6,10 @@ merge into one multi-loop kernel (all optimizer updates become one call). Only o
 scalar expression join, so fused replay computes what eager computes, bit for bit.
 
 Heuristics, each measured on the bench MLP:
-- MIN_GROUP = 2: a lone op stays a NumPy call; a kernel call costs about what one ufunc call does
-  (0.7 us vs 0.6-1.6 us), so fusing pays only when it removes calls.
+- MIN_GROUP = 2: a lone op stays a NumPy call; a kernel call costs about what one same-shape ufunc
+  call does (0.4-0.7 us vs 0.5 us), so fusing pays only when it removes calls. Except a lone op that
+  broadcasts (a bias add): NumPy's broadcasting loop is slow (1.3 us vs 0.4 us at 32x64, 6.6 us vs
+  2.7 us at 128x256), so it becomes a kernel too.
 - MAX_KERNEL_ARRAYS = 64: merging more loops into one kernel saves little dispatch (1.6 us for 30
   arrays) and lengthens Numba compile time.
 """
@@ -144,7 +146,11 @@ def _find_groups(graph: Graph) -> list:
                     and _epilogue_axes(op, graph) is not None and _can_absorb(g, i, ops, producer, users)):
                 g.sums.append(i)
                 group_of[i] = g
-    return [g for g in groups if len(g.members) + len(g.sums) >= MIN_GROUP]
+    return [g for g in groups if len(g.members) + len(g.sums) >= MIN_GROUP or _broadcasts(g, graph)]
+
+
+def _broadcasts(group: _Group, graph: Graph) -> bool:
+    return any(graph.values[v].shape not in (group.shape, ()) for m in group.members for v in graph.ops[m].inputs)
 
 
 def _pattern(shape: tuple, ndim: int, iteration: tuple) -> tuple:

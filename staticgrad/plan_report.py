@@ -91,13 +91,12 @@ def _alias_users(vid, graph, users, roots):
 
 def kernels(plan) -> list:
     """(kernel name, op names it fuses, number of loops) for each fused kernel of the plan."""
-    from staticgrad.compiler.codegen import kernel_source
-
+    calls = iter(plan.program.notes.get("kernel_calls", ()))
     rows = []
     for op in plan.graph.ops:
         if op.op == "fused":
             kernel = op.attr_dict["kernel"]
-            rows.append((kernel_source(kernel)[0], fused_members(op), len(kernel.loops)))
+            rows.append((next(calls), fused_members(op), len(kernel.loops)))
     return rows
 
 

@@ -40,12 +40,18 @@ def _names(program: Program) -> dict:
 
 def generate(program: Program) -> str:
     """Fill ``program.kernels`` with the fused kernels' sources; return the replay source."""
+    names = _names(program)
     kernels = {}
+    calls = []
     for step in program.steps:
         if step.mode == KERNEL:
-            name, source = kernel_source(dict(step.attrs)["kernel"])
+            ins = [names.get(v, f"v{v}") for v in step.inputs]
+            outs = [names.get(v, f"v{v}") for v in step.outputs]
+            name, source, _ = kernel_for_step(step, ins, outs)
             kernels[name] = source
+            calls.append(name)
     program.kernels = kernels
+    program.notes["kernel_calls"] = calls
     return replay_source(program)
 
 
@@ -113,7 +119,7 @@ def _statement(step, name, shapes) -> str:
     ins = [name(s) for s in step.inputs]
     in_shapes = [shapes.get(s) for s in step.inputs]
     if step.mode == KERNEL:
-        return _kernel_call(step, attrs, ins, [name(s) for s in step.outputs])
+        return _kernel_call(step, ins, [name(s) for s in step.outputs])
     if step.mode == MULTI:
         outs = ", ".join(name(s) for s in step.outputs)
         return f"{outs}, = f_{step.op}({_call_args(ins, attrs)})"
@@ -128,12 +134,25 @@ def _statement(step, name, shapes) -> str:
     return f"f_{step.op}({_call_args(ins, attrs, out)})"
 
 
-def _kernel_call(step, attrs: dict, ins: list, outs: list) -> str:
+def kernel_for_step(step, names: list, outs: list) -> tuple:
+    """(name, source, argument list) of a fused step's kernel, given its inputs' and outputs'
+    variable names: an output named like an input is written into that input's array."""
+    attrs = dict(step.attrs)
+    for attr, index in step.dynamic:
+        attrs[attr] = _Variable(f"s{index}")
     kernel = attrs["kernel"]
-    kernel_name, _ = kernel_source(kernel)
-    scalars = [repr(attrs[f"s{k}"]) for k in range(kernel.n_scalars)]
-    dims = [str(d) for d in attrs["dims"]]
-    return f"{kernel_name}({', '.join(ins + outs + scalars + dims)})"
+    same_as = tuple(names.index(out) if out in names else None for out in outs)
+    name, source, explicit_dims = kernel_source(kernel, same_as)
+    scalars = [repr(attrs[f"s{k}"]) if not isinstance(attrs[f"s{k}"], _Variable) else attrs[f"s{k}"].name
+               for k in range(kernel.n_scalars)]
+    args = names + [o for o, alias in zip(outs, same_as) if alias is None] + scalars
+    args += [str(attrs["dims"][d]) for d in explicit_dims]
+    return name, source, args
+
+
+def _kernel_call(step, ins: list, outs: list) -> str:
+    name, _, args = kernel_for_step(step, ins, outs)
+    return f"{name}({', '.join(args)})"
 
 
 def _call_args(ins: list, attrs: dict, out: str | None = None) -> str:
@@ -154,22 +173,44 @@ sqrt = np.sqrt
 '''
 
 
-def kernel_source(kernel) -> tuple:
+def kernel_source(kernel, same_as: tuple = ()) -> tuple:
     """(name, module source) of a fused group's Numba kernel. The name hashes the source, so
-    the same pattern (in every layer, every model) compiles once."""
+    the same pattern (in every layer, every model) compiles once.
+
+    ``same_as[k]`` is the input whose array output k is written into (an in-place update), or
+    None: such an output is not a separate argument, its stores go to that input. Besides saving
+    dispatch time, one argument for both lets LLVM see the loop reads and writes one array."""
     import hashlib
 
-    args = ([f"a{k}" for k in range(kernel.n_inputs)] + [f"o{k}" for k in range(kernel.n_outputs)]
-            + [f"s{k}" for k in range(kernel.n_scalars)] + [f"n{k}" for k in range(kernel.n_dims)])
+    same_as = tuple(same_as) or (None,) * kernel.n_outputs
+    arrays = {("in", k): f"a{k}" for k in range(kernel.n_inputs)}
+    for k, source in enumerate(same_as):
+        arrays[("out", k)] = f"a{source}" if source is not None else f"o{k}"
+    explicit_dims = sorted({d for loop in kernel.loops if _shape_source(loop) is None for d in loop.dims})
+    args = ([f"a{k}" for k in range(kernel.n_inputs)]
+            + [f"o{k}" for k in range(kernel.n_outputs) if same_as[k] is None]
+            + [f"s{k}" for k in range(kernel.n_scalars)] + [f"n{d}" for d in explicit_dims])
     lines = [f"    T = np.{kernel.loops[0].dtype}"]
     lines += [f"    q{k} = T(s{k})" for k in range(kernel.n_scalars)]
     for number, loop in enumerate(kernel.loops):
-        lines += _loop_lines(number, loop)
+        lines += _loop_lines(number, loop, arrays)
     body = "\n".join(lines)
     name = "k_" + hashlib.sha1((",".join(args) + "\n" + body).encode()).hexdigest()[:16]
     source = (KERNEL_HEADER + "\n\n@njit(cache=True, error_model='numpy', nogil=True)\n"
               f"def {name}({', '.join(args)}):\n{body}\n")
-    return name, source
+    return name, source, explicit_dims
+
+
+def _shape_source(loop):
+    """An array indexed by every iteration dim in order (its shape gives the loop sizes)."""
+    full = tuple(range(loop.ndim))
+    for _, out, pattern in loop.stores:
+        if pattern == full:
+            return ("out", out)
+    for source, pattern in loop.loads:
+        if pattern == full:
+            return source
+    return None
 
 
 def _index(pattern: tuple) -> str:
@@ -178,21 +219,22 @@ def _index(pattern: tuple) -> str:
     return ", ".join(f"i{d}" if d >= 0 else "0" for d in pattern)
 
 
-def _loop_lines(number: int, loop) -> list:
+def _loop_lines(number: int, loop, arrays: dict) -> list:
     from staticgrad.compiler.ir import KernelScalar
 
     lines = []
     for _, out, pattern in loop.sums:
-        lines.append(f"    o{out}.fill(T(0.0))")
+        lines.append(f"    {arrays['out', out]}.fill(T(0.0))")
     hoisted, inner = [], []
     for k, (source, pattern) in enumerate(loop.loads):
-        array = f"a{source[1]}" if source[0] == "in" else f"o{source[1]}"
-        line = f"x{number}_{k} = {array}[{_index(pattern)}]"
+        line = f"x{number}_{k} = {arrays[source]}[{_index(pattern)}]"
         (hoisted if all(d < 0 for d in pattern) else inner).append(line)
     lines += [f"    {line}" for line in hoisted]
+    shape_source = _shape_source(loop)
     indent = "    "
     for d in range(loop.ndim):
-        lines.append(f"{indent}for i{d} in range(n{loop.dims[d]}):")
+        size = f"{arrays[shape_source]}.shape[{d}]" if shape_source is not None else f"n{loop.dims[d]}"
+        lines.append(f"{indent}for i{d} in range({size}):")
         indent += "    "
     statements = list(inner)
     for j, (op_name, args, attrs) in enumerate(loop.body):
@@ -200,8 +242,8 @@ def _loop_lines(number: int, loop) -> list:
         rendered = {k: _Variable(f"q{v.index}") if isinstance(v, KernelScalar) else v for k, v in attrs}
         statements.append(f"t{number}_{j} = {OPS[op_name].scalar_expr(names, rendered)}")
     for t, out, pattern in loop.stores:
-        statements.append(f"o{out}[{_index(pattern)}] = t{number}_{t}")
+        statements.append(f"{arrays['out', out]}[{_index(pattern)}] = t{number}_{t}")
     for t, out, pattern in loop.sums:
-        statements.append(f"o{out}[{_index(pattern)}] += t{number}_{t}")
+        statements.append(f"{arrays['out', out]}[{_index(pattern)}] += t{number}_{t}")
     lines += [f"{indent}{s}" for s in statements]
     return lines

@@ -160,19 +160,23 @@ def _escapes(tracer: Tracer, flat_outputs, slot_finals: set) -> list:
 
 
 def _check_shared_memory(tracer: Tracer, writebacks) -> None:
-    """Refuse in-place updates to a captured tensor whose memory another captured tensor shares."""
-    import numpy as np
+    """Refuse in-place updates to a captured tensor whose memory another captured tensor shares
+    (found by sweeping the arrays' memory bounds in address order)."""
+    from numpy.lib.array_utils import byte_bounds
 
     written = {target for _, target in writebacks}
-    arrays = []
+    spans = []
     for storage, where in tracer._external.items():
         if where[0] == "captured":
-            arrays.append((storage, where[2]._data))
-    for storage, array in arrays:
-        if storage not in written:
-            continue
-        for other, other_array in arrays:
-            if other != storage and np.may_share_memory(array, other_array):
-                tracer.fail("an in-place update inside a compiled function writes memory that another tensor it "
-                            "reads also uses (a view or .data of it); replay keeps them apart, so use one tensor")
-                return
+            start, end = byte_bounds(where[2]._data)
+            if end > start:
+                spans.append((start, end, storage))
+    spans.sort()
+    reach_end, reach_storage = -1, None
+    for start, end, storage in spans:
+        if start < reach_end and (storage in written or reach_storage in written):
+            tracer.fail("an in-place update inside a compiled function writes memory that another tensor it "
+                        "reads also uses (a view or .data of it); replay keeps them apart, so use one tensor")
+            return
+        if end > reach_end:
+            reach_end, reach_storage = end, storage

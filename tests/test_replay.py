@@ -478,3 +478,17 @@ def test_a_custom_module_branching_on_training_retraces_when_the_mode_flips():
     module.eval()
     assert f(x).numpy().tolist() == [1.0, 1.0]
     assert f.stats.traces == 2
+
+
+def test_in_place_update_of_memory_shared_by_two_captured_tensors_is_refused():
+    base = sg.zeros(4)
+    alias = base.detach()
+
+    @sg.compile
+    def f(x):
+        with sg.no_grad():
+            base.add_(x)
+        return alias * 2
+
+    with pytest.raises(TraceError, match="memory that another tensor it reads also uses"):
+        f(sg.ones(4))

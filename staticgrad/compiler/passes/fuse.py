@@ -158,9 +158,8 @@ def _pattern(shape: tuple, ndim: int, iteration: tuple) -> tuple:
     return tuple(offset + d if shape[d] == iteration[offset + d] else -1 for d in range(len(shape)))
 
 
-def _build(group: _Group, graph: Graph, users: dict) -> Op:
+def _build(group: _Group, graph: Graph, users: dict, live: set) -> Op:
     ops = graph.ops
-    live = graph.live_roots()
     inside = set(group.members) | set(group.sums)
     shape, ndim = group.shape, len(group.shape)
     temp_of, loads, inputs, body, stores, sums, outputs = {}, [], [], [], [], [], []
@@ -243,9 +242,10 @@ def fuse_elementwise(graph: Graph) -> tuple:
         return graph, False
     users = graph.users()
     producer = {v: i for i, op in enumerate(graph.ops) for v in op.outputs}
+    live = graph.live_roots()
     placed, dropped = {}, set()
     for g in groups:
-        placed[placement(g.ops, graph.ops, producer, users)] = _build(g, graph, users)
+        placed[placement(g.ops, graph.ops, producer, users)] = _build(g, graph, users, live)
         dropped.update(g.ops)
     ops = []
     for i, op in enumerate(graph.ops):

@@ -3,22 +3,12 @@ data and returned as a zero-argument callable that runs one training step."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 import staticgrad
 from staticgrad.bench.models import LR, MOMENTUM, MLPSize, batches, build, initial_weights
+from staticgrad.bench.runner import cycle_batches
 from floors import NumbaFloor, NumPyFloor
-
-
-def _cycle(step, data):
-    items = itertools.cycle(data)
-
-    def call():
-        x, y = next(items)
-        return step(x, y)
-    return call
 
 
 def staticgrad_systems(size: MLPSize) -> dict:
@@ -29,7 +19,7 @@ def staticgrad_systems(size: MLPSize) -> dict:
     compiled = staticgrad.compile(step)
     for x, y in data[:3]:
         compiled(x, y)
-    return {"staticgrad eager": _cycle(eager, data), "staticgrad replay": _cycle(compiled, data)}, compiled
+    return {"staticgrad eager": cycle_batches(eager, data), "staticgrad replay": cycle_batches(compiled, data)}, compiled
 
 
 def floor_systems(size: MLPSize) -> dict:
@@ -37,7 +27,7 @@ def floor_systems(size: MLPSize) -> dict:
     systems = {}
     for name, cls in (("numpy floor", NumPyFloor), ("numba floor", NumbaFloor)):
         floor = cls([w.copy() for w, _ in weights], [b.copy() for _, b in weights], size.batch, LR, MOMENTUM)
-        systems[name] = _cycle(floor, raw)
+        systems[name] = cycle_batches(floor, raw)
     return systems
 
 
@@ -49,9 +39,9 @@ def torch_systems(size: MLPSize, with_compile: bool = True) -> dict:
     weights, raw = initial_weights(size), batches(size)
     data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw]
     _, _, eager = build(torch, size, weights)
-    systems = {"torch eager": _cycle(eager, data)}
+    systems = {"torch eager": cycle_batches(eager, data)}
     if with_compile:
-        systems["torch.compile"] = _cycle(_torch_functional_step(torch, weights), data)
+        systems["torch.compile"] = cycle_batches(_torch_functional_step(torch, weights), data)
     return systems
 
 
@@ -119,7 +109,7 @@ def jax_systems(size: MLPSize) -> dict:
     def call(x, y):
         state[0], state[1], loss = step(state[0], state[1], x, y)
         return loss.block_until_ready()
-    return {"jax jit": _cycle(call, data)}
+    return {"jax jit": cycle_batches(call, data)}
 
 
 def numpy_data(size: MLPSize):

@@ -14,7 +14,8 @@ from staticgrad.bench.measure import interleaved_medians, peak_bytes
 from staticgrad.bench.models import SIZES, MLPSize, batches, build, initial_weights
 
 
-def _cycle(step, data):
+def cycle_batches(step, data):
+    """A zero-argument callable running ``step`` on the next batch of ``data``, round and round."""
     batches_iter = itertools.cycle(data)
 
     def call():
@@ -44,12 +45,12 @@ def prepare(size: MLPSize, use_torch: bool = True) -> dict:
         compiled(x, y)
     first_calls = time.perf_counter() - started
     plan = next(p for p in compiled.plans if p.replayable)
-    systems = {"eager": _cycle(eager_step, data), "replay": _cycle(compiled, data)}
+    systems = {"eager": cycle_batches(eager_step, data), "replay": cycle_batches(compiled, data)}
     systems["kernels"] = _kernels_only(plan, data)
     torch = _torch() if use_torch else None
     if torch is not None:
         _, _, torch_step = build(torch, size, weights)
-        systems["torch"] = _cycle(torch_step, [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw])
+        systems["torch"] = cycle_batches(torch_step, [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw])
     return {"systems": systems, "compiled": compiled, "plan": plan, "first_calls_seconds": first_calls,
             "data": data, "eager_step": eager_step, "torch": torch}
 

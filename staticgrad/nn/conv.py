@@ -14,7 +14,6 @@ from staticgrad.creation import empty
 from staticgrad.dispatch import dispatch
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
-from staticgrad.nn.parameter import Parameter
 from staticgrad.ops import OPS
 from staticgrad.ops.dtypes import from_numpy_dtype
 
@@ -142,12 +141,7 @@ class Conv2d(Module):
             self.padding = _module_pair(padding, "padding")
         self.dilation, self.groups, self.padding_mode = (1, 1), 1, "zeros"
         self.transposed, self.output_padding = False, (0, 0)
-        self.weight = Parameter(empty(out_channels, in_channels, *self.kernel_size, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        init.make_weight_and_bias(self, (out_channels, in_channels, *self.kernel_size), bias, dtype)
 
     def reset_parameters(self) -> None:
         init.reset_weight_and_bias(self.weight, self.bias)

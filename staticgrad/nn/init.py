@@ -77,6 +77,20 @@ def xavier_normal_(tensor, gain: float = 1.0):
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+def make_weight_and_bias(module, weight_shape: tuple, bias: bool, dtype) -> None:
+    """Give a layer ``weight`` (and ``bias``, one per output, or a registered None) initialised as
+    PyTorch initialises Linear and Conv layers."""
+    from staticgrad.creation import empty
+    from staticgrad.nn.parameter import Parameter
+
+    module.weight = Parameter(empty(*weight_shape, dtype=dtype))
+    if bias:
+        module.bias = Parameter(empty(weight_shape[0], dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+    reset_weight_and_bias(module.weight, module.bias)
+
+
 def reset_weight_and_bias(weight, bias) -> None:
     """PyTorch's default for Linear and Conv layers: Kaiming-uniform weight (a=sqrt(5), i.e. within
     +-1/sqrt(fan_in)) and a bias uniform within the same bound."""

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from staticgrad import functional as fn
-from staticgrad.creation import empty
 from staticgrad.nn import functional as F
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
-from staticgrad.nn.parameter import Parameter
 
 
 class Linear(Module):
@@ -19,12 +17,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(empty(out_features, in_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        init.make_weight_and_bias(self, (out_features, in_features), bias, dtype)
 
     def reset_parameters(self) -> None:
         init.reset_weight_and_bias(self.weight, self.bias)

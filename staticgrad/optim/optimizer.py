@@ -53,17 +53,12 @@ class ParamGroup(dict):
         return self[key]
 
 
-class EpochDict(dict):
-    """Per-parameter optimizer state: adding or removing entries bumps the state epoch."""
-
-    def __setitem__(self, key, value):
-        if key not in self or self[key] is not value:
-            bump_epoch()
-        super().__setitem__(key, value)
+class _BumpsEpochOnRemoval:
+    """Removing entries from optimizer state moves the epoch (plans re-check their guards)."""
 
     def __delitem__(self, key):
-        super().__delitem__(key)
         bump_epoch()
+        super().__delitem__(key)
 
     def pop(self, *args):
         bump_epoch()
@@ -73,12 +68,21 @@ class EpochDict(dict):
         bump_epoch()
         super().clear()
 
+
+class EpochDict(_BumpsEpochOnRemoval, dict):
+    """Per-parameter optimizer state: adding, replacing or removing entries bumps the state epoch."""
+
+    def __setitem__(self, key, value):
+        if key not in self or self[key] is not value:
+            bump_epoch()
+        super().__setitem__(key, value)
+
     def update(self, *args, **kwargs):
         bump_epoch()
         super().update(*args, **kwargs)
 
 
-class OptimizerState(defaultdict):
+class OptimizerState(_BumpsEpochOnRemoval, defaultdict):
     """``optimizer.state``: a defaultdict of EpochDicts that bumps the epoch on changes."""
 
     def __init__(self, *args):
@@ -91,18 +95,6 @@ class OptimizerState(defaultdict):
     def __setitem__(self, key, value):
         bump_epoch()
         super().__setitem__(key, value if isinstance(value, EpochDict) else EpochDict(value))
-
-    def __delitem__(self, key):
-        bump_epoch()
-        super().__delitem__(key)
-
-    def pop(self, *args):
-        bump_epoch()
-        return super().pop(*args)
-
-    def clear(self):
-        bump_epoch()
-        super().clear()
 
 
 def _in_optimizer_phase(step):

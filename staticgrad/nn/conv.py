@@ -10,7 +10,6 @@ from __future__ import annotations
 
 
 from staticgrad import functional as fn
-from staticgrad.creation import empty
 from staticgrad.dispatch import dispatch
 from staticgrad.nn import init
 from staticgrad.nn.module import Module

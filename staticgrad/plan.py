@@ -44,12 +44,16 @@ class Plan:
         self._single_bumps = [counter for counter, count in bumps if count == 1]
         self._bumps = [(counter, count) for counter, count in bumps if count != 1]
         self._input_bumps = [(target[1], count) for target, count in record.version_bumps if type(target) is tuple]
-        self._fresh_grads = [(owner[1], final[1]) for owner, final in record.grad_slots
-                             if owner[0] == "captured" and final is not None and final[0] == "value"
-                             and _is_fresh_result(program, final[1])]
+        # New .grad tensors of captured tensors whose gradient is a whole buffer of its own (so an old
+        # gradient may be recycled for it); every other gradient slot goes through the general loop.
+        self._fresh_grads, self._other_grads = [], []
+        for owner, final in record.grad_slots:
+            if (owner[0] == "captured" and final is not None and final[0] == "value"
+                    and _is_fresh_result(program, final[1])):
+                self._fresh_grads.append((owner[1], final[1]))
+            else:
+                self._other_grads.append((owner, final))
         self._written = [None] * len(graph.results)  # the arrays this plan last gave each result
-        self._other_grads = [(owner, final) for owner, final in record.grad_slots
-                             if not (owner[0] == "captured" and final is not None and final[0] == "value")]
         self._nodes = {}
         for spec in record.outputs:
             if spec[0] == "value" and spec[2][1] is not None:

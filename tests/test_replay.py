@@ -344,6 +344,21 @@ def test_gradient_accumulation_across_calls_without_zero_grad():
         np.testing.assert_allclose(pc.grad.numpy(), pe.grad.numpy(), rtol=1e-6)
 
 
+def test_a_gradient_assigned_as_a_view_of_an_argument_is_replayed():
+    w = sg.zeros(3, 4, requires_grad=True)
+
+    def set_grad(x):
+        w.grad = x.t()
+        return x.sum()
+
+    compiled = sg.compile(set_grad)
+    for x, _ in batches(4, batch=4):
+        x = x[:, :3]
+        compiled(x)
+        np.testing.assert_array_equal(w.grad.numpy(), x.numpy().T)
+    assert compiled.stats.replays == 3
+
+
 def test_inplace_update_of_an_argument_is_replayed():
     @sg.compile
     def bump(x):

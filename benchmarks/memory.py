@@ -17,16 +17,14 @@ import argparse
 import staticgrad
 from staticgrad.bench.measure import peak_bytes
 from staticgrad.bench.models import SIZES, batches, build, initial_weights
+from staticgrad.bench.runner import staticgrad_steps
 
 
 def staticgrad_memory(size) -> dict:
     weights, raw = initial_weights(size), batches(size)
     data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
-    _, _, eager = build(staticgrad, size, weights)
-    _, _, step = build(staticgrad, size, weights)
-    compiled = staticgrad.compile(step)
+    eager, compiled, _ = staticgrad_steps(size, weights, data)
     for x, y in data[:3]:
-        compiled(x, y)
         eager(x, y)
     plan = next(p for p in compiled.plans if p.replayable)
     x, y = data[0]

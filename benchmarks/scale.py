@@ -14,6 +14,7 @@ import argparse
 import time
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 
@@ -23,14 +24,7 @@ def deep_step(depth: int, width: int = 4):
     for _ in range(depth):
         layers += [sg.nn.Linear(width, width), sg.nn.Tanh()]
     model = sg.nn.Sequential(*layers)
-    opt = sg.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = sg.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     return step, (sg.randn(2, width), sg.randn(2, width))
 
 

@@ -3,22 +3,16 @@ data and returned as a zero-argument callable that runs one training step."""
 
 from __future__ import annotations
 
-import numpy as np
-
 import staticgrad
 from staticgrad.bench.models import LR, MOMENTUM, MLPSize, batches, build, initial_weights
-from staticgrad.bench.runner import cycle_batches
+from staticgrad.bench.runner import cycle_batches, staticgrad_steps
 from floors import NumbaFloor, NumPyFloor
 
 
 def staticgrad_systems(size: MLPSize) -> dict:
     weights, raw = initial_weights(size), batches(size)
     data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
-    _, _, eager = build(staticgrad, size, weights)
-    _, _, step = build(staticgrad, size, weights)
-    compiled = staticgrad.compile(step)
-    for x, y in data[:3]:
-        compiled(x, y)
+    eager, compiled, _ = staticgrad_steps(size, weights, data)
     return {"staticgrad eager": cycle_batches(eager, data), "staticgrad replay": cycle_batches(compiled, data)}, compiled
 
 
@@ -112,8 +106,4 @@ def jax_systems(size: MLPSize) -> dict:
     return {"jax jit": cycle_batches(call, data)}
 
 
-def numpy_data(size: MLPSize):
-    return [(x, y) for x, y in batches(size)]
-
-
-__all__ = ["staticgrad_systems", "floor_systems", "torch_systems", "jax_systems", "numpy_data", "np"]
+__all__ = ["staticgrad_systems", "floor_systems", "torch_systems", "jax_systems"]

@@ -37,12 +37,9 @@ class Plan:
         self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
         self._captured_meta = [(t, t._data.shape, t._data.dtype, t._requires_grad) for t in self._captured_tensors]
         self._scalar_getters = record.scalar_getters
-        # The common cases of replay's bookkeeping, precomputed: version bumps and new .grad tensors
-        # of captured tensors; everything else goes through the general loops below.
-        bumps = [(target._version_counter, count) for target, count in record.version_bumps
-                 if type(target) is not tuple]
-        self._single_bumps = [counter for counter, count in bumps if count == 1]
-        self._bumps = [(counter, count) for counter, count in bumps if count != 1]
+        # Replay's bookkeeping, precomputed: version bumps of captured tensors and of arguments.
+        self._bumps = [(target._version_counter, count) for target, count in record.version_bumps
+                       if type(target) is not tuple]
         self._input_bumps = [(target[1], count) for target, count in record.version_bumps if type(target) is tuple]
         # New .grad tensors of captured tensors whose gradient is a whole buffer of its own (so an old
         # gradient may be recycled for it); every other gradient slot goes through the general loop.
@@ -136,8 +133,6 @@ class Plan:
         recycled = self._recyclable_grads() if self._fresh_grads else None
         results = self.executor.run([t._data for t in flat], self._bind_captured(flat),
                                     [g() for g in self._scalar_getters], recycled)
-        for counter in self._single_bumps:
-            counter[0] += 1
         for counter, count in self._bumps:
             counter[0] += count
         for index, count in self._input_bumps:

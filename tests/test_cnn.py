@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from staticgrad.ops import OPS
 from tests.oracle import compare, finite_difference_check, same_error, torch
 
@@ -325,16 +326,6 @@ def cnn_batches(n, dtype, batch=5, seed=7):
             for _ in range(n)]
 
 
-def make_step(lib, model, opt):
-    def step(x, y):
-        opt.zero_grad()
-        loss = lib.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 def twin_models(dtype):
     torch.manual_seed(0)
     t_model = small_cnn(torch).to(getattr(torch, np.dtype(dtype).name))
@@ -346,8 +337,8 @@ def twin_models(dtype):
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-10), (np.float32, 2e-5)])
 def test_small_cnn_trains_like_torch(dtype, tol):
     t_model, s_model = twin_models(dtype)
-    t_step = make_step(torch, t_model, torch.optim.SGD(t_model.parameters(), lr=0.05, momentum=0.9))
-    s_step = make_step(sg, s_model, sg.optim.SGD(s_model.parameters(), lr=0.05, momentum=0.9))
+    t_step = training_step(torch, t_model, torch.optim.SGD(t_model.parameters(), lr=0.05, momentum=0.9))
+    s_step = training_step(sg, s_model, sg.optim.SGD(s_model.parameters(), lr=0.05, momentum=0.9))
     for x, y in cnn_batches(5, dtype):
         t_loss = t_step(torch.tensor(x), torch.tensor(y))
         s_loss = s_step(sg.tensor(x), sg.tensor(y))
@@ -359,8 +350,8 @@ def test_small_cnn_trains_like_torch(dtype, tol):
 def test_small_cnn_replay_equals_eager():
     _, m_eager = twin_models(np.float32)
     _, m_comp = twin_models(np.float32)
-    eager = make_step(sg, m_eager, sg.optim.SGD(m_eager.parameters(), lr=0.05, momentum=0.9))
-    compiled = sg.compile(make_step(sg, m_comp, sg.optim.SGD(m_comp.parameters(), lr=0.05, momentum=0.9)))
+    eager = training_step(sg, m_eager, sg.optim.SGD(m_eager.parameters(), lr=0.05, momentum=0.9))
+    compiled = sg.compile(training_step(sg, m_comp, sg.optim.SGD(m_comp.parameters(), lr=0.05, momentum=0.9)))
     for x, y in cnn_batches(6, np.float32):
         le, lc = eager(sg.tensor(x), sg.tensor(y)), compiled(sg.tensor(x), sg.tensor(y))
         assert lc.item() == le.item()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 
 torch = pytest.importorskip("torch")
 
@@ -31,18 +32,8 @@ def batches(n, dtype="float32", seed=1):
     return [(rng.standard_normal((6, 5)).astype(dtype), rng.standard_normal((6, 2)).astype(dtype)) for _ in range(n)]
 
 
-def make_step(lib, model, opt):
-    def step(x, y):
-        opt.zero_grad()
-        loss = lib.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 def run(lib, model, opt, data, step=None):
-    step = step or make_step(lib, model, opt)
+    step = step or training_step(lib, model, opt)
     return [step(lib.tensor(x), lib.tensor(y)).item() for x, y in data]
 
 
@@ -188,8 +179,8 @@ def twin_runs(name, **kwargs):
     eager_model, compiled_model = mlp(sg), mlp(sg)
     eager_opt = getattr(sg.optim, name)(eager_model.parameters(), **kwargs)
     compiled_opt = getattr(sg.optim, name)(compiled_model.parameters(), **kwargs)
-    eager = make_step(sg, eager_model, eager_opt)
-    compiled = sg.compile(make_step(sg, compiled_model, compiled_opt))
+    eager = training_step(sg, eager_model, eager_opt)
+    compiled = sg.compile(training_step(sg, compiled_model, compiled_opt))
     return (eager_model, eager_opt, eager), (compiled_model, compiled_opt, compiled)
 
 
@@ -250,7 +241,7 @@ def test_compiled_adam_with_two_param_groups_replays_like_eager():
     opts = [sg.optim.Adam([{"params": m[0].parameters(), "lr": 0.1, "betas": (0.5, 0.9)},
                            {"params": list(m[2].parameters()) + list(m[4].parameters())}], lr=0.001)
             for m in models]
-    eager, compiled = make_step(sg, models[0], opts[0]), sg.compile(make_step(sg, models[1], opts[1]))
+    eager, compiled = training_step(sg, models[0], opts[0]), sg.compile(training_step(sg, models[1], opts[1]))
     for x, y in batches(6):
         eager(sg.tensor(x), sg.tensor(y))
         compiled(sg.tensor(x), sg.tensor(y))

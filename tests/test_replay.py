@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from staticgrad.errors import TraceError
 
 
@@ -19,16 +20,6 @@ def mlp(seed=0, width=16, depth=2, out=3):
         layers += [sg.nn.Linear(8 if i == 0 else width, width), sg.nn.Tanh()]
     layers.append(sg.nn.Linear(width, out))
     return sg.nn.Sequential(*layers)
-
-
-def training_step(model, opt):
-    def step(x, y):
-        opt.zero_grad()
-        loss = sg.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
 
 
 def batches(n, batch=4, seed=1):
@@ -44,7 +35,7 @@ def test_twenty_replayed_steps_equal_twenty_eager_steps():
     m_eager, m_comp = mlp(), mlp()
     o_eager = sg.optim.SGD(m_eager.parameters(), lr=0.05, momentum=0.9)
     o_comp = sg.optim.SGD(m_comp.parameters(), lr=0.05, momentum=0.9)
-    eager, compiled = training_step(m_eager, o_eager), sg.compile(training_step(m_comp, o_comp))
+    eager, compiled = training_step(sg, m_eager, o_eager), sg.compile(training_step(sg, m_comp, o_comp))
     for x, y in batches(20):
         le, lc = eager(x, y), compiled(x, y)
         np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-6)
@@ -62,7 +53,7 @@ def test_twenty_replayed_steps_equal_twenty_eager_steps():
 def test_replay_creates_fresh_outputs_and_fresh_grads():
     model = mlp()
     opt = sg.optim.SGD(model.parameters(), lr=0.01)
-    step = sg.compile(training_step(model, opt))
+    step = sg.compile(training_step(sg, model, opt))
     data = batches(4)
     losses = [step(x, y) for x, y in data]
     assert len({id(l) for l in losses}) == 4
@@ -74,7 +65,7 @@ def test_replay_creates_fresh_outputs_and_fresh_grads():
 
 def test_replayed_loss_looks_like_eager_loss_and_refuses_second_backward():
     model = mlp()
-    step = sg.compile(training_step(model, sg.optim.SGD(model.parameters(), lr=0.01)))
+    step = sg.compile(training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.01)))
     for x, y in batches(3):
         loss = step(x, y)
     assert step.stats.replays >= 1
@@ -85,7 +76,7 @@ def test_replayed_loss_looks_like_eager_loss_and_refuses_second_backward():
 
 def test_batch_size_change_traces_a_new_plan():
     model = mlp()
-    step = sg.compile(training_step(model, sg.optim.SGD(model.parameters(), lr=0.01)))
+    step = sg.compile(training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.01)))
     for x, y in batches(3, batch=4):
         step(x, y)
     traces = step.stats.traces
@@ -100,7 +91,7 @@ def test_changing_lr_between_calls_takes_effect():
     m_eager, m_comp = mlp(), mlp()
     o_eager = sg.optim.SGD(m_eager.parameters(), lr=0.1, momentum=0.5)
     o_comp = sg.optim.SGD(m_comp.parameters(), lr=0.1, momentum=0.5)
-    eager, compiled = training_step(m_eager, o_eager), sg.compile(training_step(m_comp, o_comp))
+    eager, compiled = training_step(sg, m_eager, o_eager), sg.compile(training_step(sg, m_comp, o_comp))
     for i, (x, y) in enumerate(batches(8)):
         lr = 0.1 / (1 + i)
         o_eager.param_groups[0]["lr"] = lr
@@ -115,7 +106,7 @@ def test_changing_lr_between_calls_takes_effect():
 def test_momentum_turned_off_retraces():
     model = mlp()
     opt = sg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    step = sg.compile(training_step(model, opt))
+    step = sg.compile(training_step(sg, model, opt))
     data = batches(6)
     for x, y in data[:3]:
         step(x, y)
@@ -188,7 +179,7 @@ def test_fallback_eager_warns_once_and_matches_eager():
 
 def test_plans_and_networkx_view():
     model = mlp()
-    step = sg.compile(training_step(model, sg.optim.SGD(model.parameters(), lr=0.01)))
+    step = sg.compile(training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.01)))
     for x, y in batches(3):
         step(x, y)
     plan = [p for p in step.plans if p.replayable][0]
@@ -304,7 +295,7 @@ def test_captured_tensor_is_read_by_reference():
 def test_frozen_parameter_retraces():
     model = mlp()
     opt = sg.optim.SGD(model.parameters(), lr=0.1)
-    step = sg.compile(training_step(model, opt))
+    step = sg.compile(training_step(sg, model, opt))
     data = batches(5)
     for x, y in data[:3]:
         step(x, y)
@@ -393,8 +384,8 @@ def test_python_scalar_arguments_are_part_of_the_signature():
 
 def test_interpreter_replay_is_bitwise_equal_to_eager():
     m_e, m_c = mlp(), mlp()
-    eager = training_step(m_e, sg.optim.SGD(m_e.parameters(), lr=0.05, momentum=0.9))
-    compiled = sg.compile(training_step(m_c, sg.optim.SGD(m_c.parameters(), lr=0.05, momentum=0.9)))
+    eager = training_step(sg, m_e, sg.optim.SGD(m_e.parameters(), lr=0.05, momentum=0.9))
+    compiled = sg.compile(training_step(sg, m_c, sg.optim.SGD(m_c.parameters(), lr=0.05, momentum=0.9)))
     for x, y in batches(6):
         eager(x, y)
         compiled(x, y)
@@ -410,7 +401,7 @@ def test_fused_generated_replay_equals_the_interpreter_oracle():
 
     model = mlp()
     opt = sg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)
-    step = sg.compile(training_step(model, opt))
+    step = sg.compile(training_step(sg, model, opt))
     data = batches(4)
     for x, y in data[:3]:
         step(x, y)
@@ -450,8 +441,8 @@ def test_each_param_group_keeps_its_own_lr_on_replay():
     def groups(model):
         return [{"params": model[0].parameters(), "lr": 0.1}, {"params": model[2].parameters(), "lr": 0.001}]
 
-    eager = training_step(m_eager, sg.optim.SGD(groups(m_eager), lr=0.5, momentum=0.9))
-    compiled = sg.compile(training_step(m_comp, sg.optim.SGD(groups(m_comp), lr=0.5, momentum=0.9)))
+    eager = training_step(sg, m_eager, sg.optim.SGD(groups(m_eager), lr=0.5, momentum=0.9))
+    compiled = sg.compile(training_step(sg, m_comp, sg.optim.SGD(groups(m_comp), lr=0.5, momentum=0.9)))
     for x, y in batches(6):
         eager(x, y)
         compiled(x, y)

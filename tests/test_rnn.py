@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from staticgrad.nn.rnn import lstm_cell
 from tests.oracle import compare, finite_difference_check, same_error
 
@@ -194,15 +195,7 @@ def sequences(n, dtype="float32", seed=1):
 
 
 def train(lib, model, data, compiled=False):
-    opt = lib.optim.Adam(model.parameters(), lr=0.01)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = lib.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = training_step(lib, model, lib.optim.Adam(model.parameters(), lr=0.01))
     run = sg.compile(step) if compiled else step
     losses = [run(lib.tensor(x), lib.tensor(y)).item() for x, y in data]
     return losses, run

@@ -64,6 +64,12 @@ def build(lib, size: MLPSize, weights: list):
             layers.append(lib.nn.Tanh())
     model = lib.nn.Sequential(*layers)
     opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    return model, opt, training_step(lib, model, opt)
+
+
+def training_step(lib, model, opt):
+    """One training step in ``lib`` (staticgrad or torch): zero the grads, MSE loss, backward,
+    optimizer step; returns the loss."""
     loss_fn = lib.nn.functional.mse_loss
 
     def step(x, y):
@@ -73,4 +79,4 @@ def build(lib, size: MLPSize, weights: list):
         opt.step()
         return loss
 
-    return model, opt, step
+    return step

@@ -69,6 +69,12 @@ class Op:
     def opdef(self):
         return OPS[self.op]
 
+    @property
+    def returns_own_arrays(self) -> bool:
+        """Its forward hands back arrays it allocated itself (a multi-output op), so its outputs own
+        no planned buffer; a fused kernel, though it has several outputs, writes into planned ones."""
+        return len(self.outputs) > 1 and self.op != "fused"
+
 
 def freeze_attrs(attrs: dict) -> tuple:
     """Attributes as a sorted tuple of pairs, lists turned into tuples so the result hashes."""

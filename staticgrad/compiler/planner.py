@@ -8,6 +8,8 @@ captured state and constants are bound, not planned.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,7 +73,7 @@ def direct_writebacks(graph: Graph) -> dict:
         if p is None or source in results or roots.get(source, source) != source:
             continue
         op = graph.ops[p]
-        if op.opdef.kind == "view" or (len(op.outputs) > 1 and op.op != "fused"):
+        if op.opdef.kind == "view" or op.returns_own_arrays:
             continue
         later_reads = last_read.get(target, -1) > p
         views_read = any(roots.get(v, v) == target and v != target for v in op.inputs)
@@ -94,7 +96,7 @@ def lifetimes(graph: Graph, bound: dict | None = None) -> dict:
     first, last = {}, {}
     multi = set()
     for i, op in enumerate(graph.ops):
-        if len(op.outputs) > 1 and op.op != "fused":
+        if op.returns_own_arrays:
             multi.update(op.outputs)
         for v in op.outputs:
             r = roots.get(v, v)
@@ -147,9 +149,6 @@ def pack(spans: list, alignment: int = ALIGNMENT) -> tuple:
 def pack_sweep(spans: list, alignment: int = ALIGNMENT) -> tuple:
     """Offsets by walking the schedule: free what has died, then put each new buffer in the
     smallest free gap that fits (coalescing neighbours on free). O(n log n) bookkeeping."""
-    import bisect
-    import heapq
-
     by_offset, by_size = [], []  # free gaps as (offset, size) and (size, offset), both sorted
     ends = []
     offsets, top = {}, 0

@@ -21,7 +21,7 @@ def reuse_inputs_in_place(graph: Graph) -> tuple:
     viewed = {op.inputs[0] for op in graph.ops if op.opdef.kind == "view"}
     # Views and the outputs of multi-output ops (which allocate their own arrays) own no planned buffer.
     views = {op.outputs[0] for op in graph.ops if op.opdef.kind == "view"}
-    views |= {v for op in graph.ops if len(op.outputs) > 1 and op.op != "fused" for v in op.outputs}
+    views |= {v for op in graph.ops if op.returns_own_arrays for v in op.outputs}
     last_read = {}
     for i, op in enumerate(graph.ops):
         for v in op.inputs:
@@ -29,7 +29,7 @@ def reuse_inputs_in_place(graph: Graph) -> tuple:
     reuse = dict(graph.reuse)
     taken = set(reuse.values())
     for i, op in enumerate(graph.ops):
-        if op.opdef.kind == "view" or (len(op.outputs) > 1 and op.op != "fused"):
+        if op.opdef.kind == "view" or op.returns_own_arrays:
             continue
         for out in op.outputs:
             if out in reuse or out in keep:

@@ -19,6 +19,7 @@ from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
 from staticgrad.tensor import Tensor, serial_mark
 
+
 def guard(check, label: str):
     """``check()``, and while a compiled function is being traced, a guard that it keeps this value:
     for Python state a module branches on (``Dropout`` reads ``self.training``)."""

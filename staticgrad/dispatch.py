@@ -101,12 +101,12 @@ def dispatch(op: OpDef, inputs: tuple, attrs: dict):
         raise _explain(op, inputs, attrs, exc) from None
 
     if type(result) is tuple:
-        outputs = tuple(_wrap_output(op, r if type(r) is np.ndarray else np.asarray(r), inputs) for r in result)
+        outputs = tuple(_wrap_output(op, _owned(op, r), inputs) for r in result)
         for i, t in enumerate(outputs):
             t._output_nr = i
     else:
-        if type(result) is not np.ndarray:
-            result = np.asarray(result)
+        if type(result) is not np.ndarray or not result.flags.c_contiguous:
+            result = _owned(op, result)
         outputs = (_wrap_output(op, result, inputs),)
 
     if tracer is not None:
@@ -114,6 +114,17 @@ def dispatch(op: OpDef, inputs: tuple, attrs: dict):
     if GradMode.enabled and op.backward is not None:
         _record_node(op, inputs, attrs, outputs, None)
     return outputs[0] if len(outputs) == 1 and type(result) is not tuple else outputs
+
+
+def _owned(op: OpDef, result) -> np.ndarray:
+    """An op's result as an array; one that owns its memory is made C-contiguous, the layout a
+    replay's planned buffers have, so that a later matmul or reduction reads it in the same order
+    in eager and in replay (NumPy keeps a transposed input's layout in an elementwise result)."""
+    if type(result) is not np.ndarray:
+        result = np.asarray(result)
+    if op.kind != "view" and not result.flags.c_contiguous:
+        result = np.ascontiguousarray(result)
+    return result
 
 
 def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:

@@ -122,7 +122,8 @@ def _statement(step, name, shapes) -> str:
         return _kernel_call(step, ins, [name(s) for s in step.outputs])
     if step.mode == MULTI:
         outs = ", ".join(name(s) for s in step.outputs)
-        return f"{outs}, = f_{step.op}({_call_args(ins, attrs)})"
+        # C-contiguous, the layout eager gives every result that owns its memory
+        return f"{outs}, = map(np.ascontiguousarray, f_{step.op}({_call_args(ins, attrs)}))"
     out = name(step.outputs[0])
     if op.emit is not None:
         statement = op.emit(ins, out, attrs, in_shapes + [shapes.get(step.outputs[0])])

@@ -64,7 +64,7 @@ class Interpreter:
                 env[outs[0]] = forward(*args, **attrs)
             else:
                 for slot, array in zip(outs, forward(*args, **attrs)):
-                    env[slot] = array
+                    env[slot] = np.ascontiguousarray(array)  # the layout eager gives every owned result
         for source, target in program.writebacks:
             np.copyto(env[target], env[source])
         return [env[s].copy() if copy else env[s] for s, copy in zip(program.result_slots, self._copy_results)]

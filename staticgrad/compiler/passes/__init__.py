@@ -14,7 +14,7 @@ from staticgrad.compiler.passes.simplify import simplify
 PIPELINE = [
     (fold_constants, "evaluate ops whose inputs are all constants (gradient seeds, factories) once"),
     (eliminate_common_subexpressions, "reuse the result of an identical earlier op"),
-    (simplify, "drop double transposes; compute weight gradients straight into their buffer"),
+    (simplify, "drop double transposes"),
     (eliminate_dead_code, "drop ops whose results nothing reads (unused gradients and values)"),
     (split_matmul_epilogues, "split addmm into mm and a bias add that can join a fused kernel"),
     (fuse_elementwise, "fuse exact elementwise groups (and their outer-axis sums) into Numba kernels"),

@@ -65,7 +65,11 @@ def fusable(op: Op, graph: Graph) -> bool:
 
 
 def _epilogue_axes(op: Op, graph: Graph):
-    """For a sum over leading axes only (a bias gradient): how many leading axes it reduces."""
+    """For a sum over leading axes only (a bias gradient): how many leading axes it reduces.
+
+    Exact only where NumPy adds row after row: its reduction then loops over the kept trailing
+    elements innermost, from an identity of +0.0, as the fused loop does. When the kept part is a
+    single element NumPy adds pairwise instead (8 partial sums), so such a sum stays a NumPy call."""
     src = graph.values[op.inputs[0]].shape
     out = graph.values[op.outputs[0]].shape
     if op.op == "sum_to_size":
@@ -78,6 +82,8 @@ def _epilogue_axes(op: Op, graph: Graph):
     if k == 0 or tuple(axes) != tuple(range(k)):
         return None
     trailing = tuple(src[k:])
+    if int(np.prod(trailing, dtype=np.int64)) <= 1:
+        return None  # NumPy sums the whole array pairwise, not row after row as a fused loop does
     lead = len(out) - len(trailing)
     if lead < 0 or tuple(out[lead:]) != trailing or any(d != 1 for d in out[:lead]):
         return None

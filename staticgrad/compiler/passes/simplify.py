@@ -1,25 +1,25 @@
 """Algebraic simplifications the backward of common layers leaves behind:
 
-- t(t(x)) -> x, and transpose(transpose(x, a, b), a, b) -> x;
-- clone(t(mm(a, b))) -> mm(t(b), t(a)): a linear layer's weight gradient is computed straight
-  into its own contiguous buffer instead of computed transposed and copied.
+- t(t(x)) -> x, and transpose(transpose(x, a, b), a, b) -> x (a view of a view with the same
+  strides as x, so every op reading it sees the same memory order).
+
+Never a rewrite that changes a matmul's operands or their layout (``clone(t(mm(a, b)))`` into
+``mm(t(b), t(a))``, say): the BLAS adds the products in another order for another layout, and
+replay must compute what eager computes, bit for bit, on every BLAS kernel.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from staticgrad.compiler.ir import Graph, Op
+from staticgrad.compiler.ir import Graph
 
 
 def simplify(graph: Graph) -> tuple:
     producer = {}
-    users = graph.users()
     rename = {}
     ops = []
     changed = False
-    next_id = max(graph.values) + 1 if graph.values else 0
-    values = dict(graph.values)
     for op in graph.ops:
         inputs = tuple(rename.get(v, v) for v in op.inputs)
         if inputs != op.inputs:
@@ -34,22 +34,6 @@ def simplify(graph: Graph) -> tuple:
             rename[op.outputs[0]] = inner.inputs[0]
             changed = True
             continue
-        if op.op == "clone" and inner is not None and inner.op == "t":
-            product = producer.get(inner.inputs[0])
-            if (product is not None and product.op == "mm" and len(users.get(inner.inputs[0], ())) == 1
-                    and len(users.get(op.inputs[0], ())) == 1):
-                a, b = product.inputs
-                ta, tb = next_id, next_id + 1
-                next_id += 2
-                values[ta] = replace(values[a], id=ta, shape=values[a].shape[::-1], kind="op")
-                values[tb] = replace(values[b], id=tb, shape=values[b].shape[::-1], kind="op")
-                ops.append(Op("t", (b,), (tb,)))
-                ops.append(Op("t", (a,), (ta,)))
-                new = Op("mm", (tb, ta), op.outputs)
-                ops.append(new)
-                producer[op.outputs[0]] = new
-                changed = True
-                continue
         ops.append(op)
         for v in op.outputs:
             producer[v] = op
@@ -57,4 +41,4 @@ def simplify(graph: Graph) -> tuple:
         return graph, False
     results = [rename.get(v, v) for v in graph.results]
     writebacks = [(rename.get(v, v), target) for v, target in graph.writebacks]
-    return replace(graph, values=values, results=results, writebacks=writebacks).with_ops(ops), True
+    return replace(graph, results=results, writebacks=writebacks).with_ops(ops), True

@@ -92,7 +92,7 @@ class Plan:
             if data.shape != shape or data.dtype != dtype or t._requires_grad != requires_grad:
                 return False
         for guard in self.record.state_guards:
-            if guard.check() != guard.expected:
+            if not guard.holds():
                 return False
         return True
 
@@ -224,8 +224,11 @@ _ARRAY_REFS = 3
 
 
 def _is_fresh_result(program, index: int) -> bool:
-    """The result is a whole fresh buffer of its own (so it may be written into a recycled array)."""
+    """The result is a whole fresh buffer of its own (so it may be written into a recycled array):
+    not a view, and not a slot an earlier result already returned (a later one gets a copy)."""
     slot = program.result_slots[index]
+    if program.result_slots.index(slot) != index:
+        return False
     return any(spec.slot == slot and spec.offset is None for spec in program.buffers)
 
 

@@ -115,11 +115,23 @@ for _name, _fn in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt)
 
 @dataclass
 class Guard:
-    """A value a plan depends on: ``check()`` must equal ``expected`` for a replay to be valid."""
+    """A value a plan depends on: ``check()`` must equal ``expected`` for a replay to be valid.
+
+    An identity guard's check returns ``(keys, objects)``: it holds while the keys are equal and
+    every object is the very one recorded (the parameters a module holds, an optimizer's buffers)."""
 
     check: object
     expected: object
     label: str
+    identity: bool = False
+
+    def holds(self) -> bool:
+        current = self.check()
+        if not self.identity:
+            return current == self.expected
+        (keys, objects), (expected_keys, expected_objects) = current, self.expected
+        return (keys == expected_keys and len(objects) == len(expected_objects)
+                and all(a is b for a, b in zip(objects, expected_objects)))
 
 
 @dataclass
@@ -309,11 +321,18 @@ class Tracer:
     def add_guard(self, check, expected, label: str) -> None:
         self._guards.append(Guard(check, expected, label))
 
+    def add_identity_guard(self, check, label: str) -> None:
+        """Guard that ``check()``'s ``(keys, objects)`` keep naming the very same objects."""
+        self._guards.append(Guard(check, check(), label, identity=True))
+
     def add_module_guard(self, module) -> None:
-        """Guard a called module's train/eval mode (once per module per trace)."""
+        """Guard a module the call used (called, or an attribute read): its train/eval mode, and
+        that it still holds the same parameters, buffers and submodules (once per module per trace)."""
         if id(module) not in self._guarded_modules:
             self._guarded_modules[id(module)] = module
-            self.add_guard(lambda: module.training, module.training, f"{type(module).__name__}.training")
+            name = type(module).__name__
+            self.add_guard(lambda: module.training, module.training, f"{name}.training")
+            self.add_identity_guard(module._holdings, f"the parameters, buffers and submodules of a {name}")
 
     def on_constant(self, t: Tensor, from_array: str | None) -> None:
         if from_array is not None:

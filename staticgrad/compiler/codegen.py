@@ -85,7 +85,9 @@ def replay_source(program: Program) -> str:
     body += _unpack([name(s) for s in program.input_slots], "inputs")
     body += _unpack([name(s) for s in program.captured_slots], "captured")
     body += _unpack([f"s{i}" for i in range(program.n_scalars)], "scalars")
-    result_position = {slot: k for k, slot in enumerate(program.result_slots)}
+    result_position = {}
+    for k, slot in enumerate(program.result_slots):
+        result_position.setdefault(slot, k)
     for spec in program.buffers:
         if spec.offset is None:
             empty = f"np.empty({tuple(spec.shape)!r}, d{spec.slot})"
@@ -99,8 +101,11 @@ def replay_source(program: Program) -> str:
     for source, target in program.writebacks:
         body.append(f"        np.copyto({name(target)}, {name(source)})")
     results = []
-    for slot in program.result_slots:
-        results.append(f"{name(slot)}.copy()" if slot in program.constants else name(slot))
+    for k, slot in enumerate(program.result_slots):
+        # a constant, or a slot already returned (two tensors eager computed apart, one value here):
+        # a copy, so that no two results share memory where eager's did not
+        copied = slot in program.constants or result_position[slot] != k
+        results.append(f"{name(slot)}.copy()" if copied else name(slot))
     body.append(f"        return [{', '.join(results)}]")
     return "\n".join(head + body + ["    return replay", ""])
 

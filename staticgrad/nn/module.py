@@ -12,16 +12,50 @@ from staticgrad.tensor import Tensor
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
+class _Registry(OrderedDict):
+    """A module's parameters, buffers or submodules by name: any change, even made straight to
+    ``module._parameters``, bumps the state epoch so compiled plans re-check what they captured."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        bump_epoch()
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        bump_epoch()
+
+    def pop(self, *args):
+        bump_epoch()
+        return super().pop(*args)
+
+    def popitem(self, last=True):
+        bump_epoch()
+        return super().popitem(last)
+
+    def clear(self):
+        bump_epoch()
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+
 class Module:
     """Base class for models. Reassigning a parameter or submodule, or switching train/eval,
     bumps the state epoch so compiled plans re-check what they captured."""
 
     def __init__(self, *args, **kwargs):
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_parameters", _Registry())
+        object.__setattr__(self, "_buffers", _Registry())
         object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_modules", _Registry())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
 
@@ -71,8 +105,22 @@ class Module:
         for registry in ("_parameters", "_buffers", "_modules"):
             table = d.get(registry)
             if table is not None and name in table:
+                tracer = Tracing.tracer
+                if tracer is not None:
+                    # a replay reads what this module held when traced: guard that it still holds it
+                    tracer.add_module_guard(self)
                 return table[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _holdings(self) -> tuple:
+        """(names, objects) of every parameter, buffer and submodule held now: what compiled plans
+        that used this module guard by identity."""
+        d = self.__dict__
+        names, objects = [], []
+        for registry in (d["_parameters"], d["_buffers"], d["_modules"]):
+            names.extend(registry)
+            objects.extend(registry.values())
+        return tuple(names), tuple(objects)
 
     def __delattr__(self, name):
         for registry in (self._parameters, self._buffers, self._modules):

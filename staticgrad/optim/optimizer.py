@@ -28,6 +28,23 @@ def _branch_class(value):
     return id(value)
 
 
+class WatchedList(list):
+    """A list whose changes bump the state epoch: ``optimizer.param_groups`` and each group's
+    ``params``, so that compiled plans re-check which tensors they update."""
+
+    def _changed(name):
+        def method(self, *args):
+            bump_epoch()
+            return getattr(list, name)(self, *args)
+        method.__name__ = name
+        return method
+
+    for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop",
+                  "remove", "clear", "sort", "reverse"):
+        locals()[_name] = _changed(_name)
+    del _changed, _name
+
+
 class ParamGroup(dict):
     """A parameter group. Changing a value in a way that flips a branch of the update rule
     (momentum to 0, nesterov on, new params) bumps the state epoch so compiled plans re-check
@@ -35,6 +52,8 @@ class ParamGroup(dict):
 
     def __setitem__(self, key, value):
         old = self.get(key, _MISSING)
+        if key == "params" and isinstance(value, list) and not isinstance(value, WatchedList):
+            value = WatchedList(value)
         super().__setitem__(key, value)
         if old is _MISSING or _branch_class(old) != _branch_class(value):
             bump_epoch()
@@ -126,7 +145,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
         self.state = OptimizerState()
-        self.param_groups = []
+        self.param_groups = WatchedList()
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             "but got " + type(params).__name__)
@@ -141,6 +160,8 @@ class Optimizer:
     def __setattr__(self, name, value):
         if name in ("state", "param_groups"):
             bump_epoch()
+            if name == "param_groups" and isinstance(value, list) and not isinstance(value, WatchedList):
+                value = WatchedList(value)
         object.__setattr__(self, name, value)
 
     def add_param_group(self, group: dict) -> None:
@@ -196,10 +217,30 @@ class Optimizer:
 
     _branch_keys = ()
 
+    def _holdings(self) -> tuple:
+        """(keys, objects): the state dict, every group and its parameters, every state entry and
+        state tensor, as they are now; a compiled step guards that they stay the same objects
+        (a checkpoint load or a new buffer put in ``state[p]`` makes it retrace)."""
+        keys, objects = [], [self.state, self.param_groups]
+        for i, group in enumerate(self.param_groups):
+            params = group["params"]
+            keys.append(("group", i, len(params)))
+            objects += [group, params]
+            for j, p in enumerate(params):
+                entry = dict.get(self.state, p)
+                objects += [p, entry]
+                if entry:
+                    names = tuple(k for k, v in entry.items() if isinstance(v, Tensor))
+                    keys.append(("state", i, j, names))
+                    objects += [entry[k] for k in names]
+        return tuple(keys), tuple(objects)
+
     def _guard_structure(self) -> None:
         tracer = Tracing.tracer
         if tracer is not None:
-            tracer.add_guard(self.structure, self.structure(), f"{type(self).__name__} state and branches")
+            name = type(self).__name__
+            tracer.add_guard(self.structure, self.structure(), f"{name} state and branches")
+            tracer.add_identity_guard(self._holdings, f"the parameters and state tensors of a {name}")
 
     def state_dict(self) -> dict:
         index = {}

@@ -31,8 +31,13 @@ class Interpreter:
         self._fresh = fresh
         self._steps = [(OPS[s.op].forward, s.inputs, s.outputs, dict(s.attrs), s.dynamic, s.mode)
                        for s in program.steps]
-        constant_results = set(program.constants)
-        self._copy_results = [slot in constant_results for slot in program.result_slots]
+        # results that must be copies: constants, and a slot returned a second time (no two results
+        # share memory)
+        seen = set(program.constants)
+        self._copy_results = []
+        for slot in program.result_slots:
+            self._copy_results.append(slot in seen)
+            seen.add(slot)
 
     def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
         program = self.program
@@ -47,8 +52,8 @@ class Interpreter:
         for slot, shape, dtype in self._fresh:
             env[slot] = np.empty(shape, dtype)
         if recycled is not None:
-            for slot, array in zip(program.result_slots, recycled):
-                if array is not None:
+            for slot, array, copy in zip(program.result_slots, recycled, self._copy_results):
+                if array is not None and not copy:
                     env[slot] = array
         for slot, target in program.aliases.items():
             env[slot] = env[target]

@@ -1,0 +1,206 @@
+"""A replay is never silently wrong: every case here once replayed stale or shared state.
+
+Each test runs the same code eagerly and compiled and requires the same observable state, or a
+clear error naming the cause.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+
+
+def test_an_argument_and_a_parameter_with_one_gradient_each_get_their_own_fresh_grad():
+    """x + p routes one gradient to both; the replay returned it twice and then skipped the
+    parameter's copy, leaving p.grad at the second call's value."""
+    p = sg.tensor([0.5] * 3, requires_grad=True)
+
+    @sg.compile
+    def f(x):
+        p.grad = None
+        loss = ((x + p) ** 2).sum()
+        loss.backward()
+        return loss
+
+    for k in range(5):
+        x = sg.tensor([float(k)] * 3, requires_grad=True)
+        f(x)
+        expected = np.full(3, 2 * k + 1, np.float32)
+        np.testing.assert_array_equal(p.grad.numpy(), expected)
+        np.testing.assert_array_equal(x.grad.numpy(), expected)
+        assert not np.shares_memory(p.grad.numpy(), x.grad.numpy())
+    assert f.stats.replays == 4
+    p.grad.add_(1.0)  # eager gives two tensors: changing one leaves the other
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 9, np.float32))
+
+
+# ---- objects replaced between calls: a replay must use what is there now ------------------------
+
+class Net(sg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = sg.nn.Linear(4, 3)
+        self.head = sg.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.head(sg.tanh(self.fc(x)))
+
+
+def _state_arrays(model, opt):
+    out = {}
+    for name, p in model.named_parameters():
+        out[name] = p.detach().numpy().copy()
+        if p.grad is not None:
+            out[name + ".grad"] = p.grad.numpy().copy()
+        for key, value in opt.state.get(p, {}).items() if p in opt.state else ():
+            if isinstance(value, sg.Tensor):
+                out[f"{name}.{key}"] = value.numpy().copy()
+    return out
+
+
+def _twins(make_opt):
+    """Two identical (model, optimizer, step) triples; the second step compiled."""
+    sg.manual_seed(0)
+    model = Net()
+    twin = Net()
+    twin.load_state_dict(model.state_dict())
+    runs = []
+    for m, compiled in ((model, False), (twin, True)):
+        opt = make_opt(m)
+
+        def step(x, m=m, opt=opt):
+            opt.zero_grad()
+            loss = (m(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        runs.append((m, opt, sg.compile(step) if compiled else step))
+    return runs
+
+
+def _sgd(m):
+    return sg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+
+def _adam(m):
+    return sg.optim.Adam(m.parameters(), lr=0.01)
+
+
+def _replace_weight(m, opt):
+    m.fc.weight = sg.nn.Parameter(sg.ones(3, 4) * 0.1)
+    opt.param_groups[0]["params"][0] = m.fc.weight   # the optimizer follows it (a list change)
+
+
+def _replace_weight_only(m, opt):
+    m.fc.weight = sg.nn.Parameter(sg.ones(3, 4) * 0.1)   # the optimizer keeps updating the old one
+
+
+def _replace_submodule_only(m, opt):
+    sg.manual_seed(6)
+    m.fc = sg.nn.Linear(4, 3)
+
+
+def _replace_submodule(m, opt):
+    sg.manual_seed(5)
+    m.head = sg.nn.Linear(3, 2)
+    opt.add_param_group({"params": list(m.head.parameters())})
+
+
+def _reload_checkpoint(m, opt):
+    opt.load_state_dict(opt.state_dict())
+
+
+def _reload_changed_checkpoint(m, opt):
+    state = opt.state_dict()
+    for entry in state["state"].values():
+        for key, value in entry.items():
+            if isinstance(value, sg.Tensor) and value.dim() > 0:
+                entry[key] = value * 0.5
+    opt.load_state_dict(state)
+
+
+def _clear_state(m, opt):
+    opt.state.clear()
+
+
+def _new_buffers(m, opt):
+    for p in m.parameters():
+        for key, value in list(opt.state[p].items()):
+            if isinstance(value, sg.Tensor) and value.dim() > 0:
+                opt.state[p][key] = sg.full_like(value, 0.01)
+
+
+def _delete_and_recreate_state(m, opt):
+    p = m.fc.bias
+    entry = dict(opt.state[p])
+    del opt.state[p]
+    opt.state[p] = {k: (v.clone() * 2 if isinstance(v, sg.Tensor) else v) for k, v in entry.items()}
+
+
+def _registry_write(m, opt):
+    m.head._parameters["bias"] = sg.nn.Parameter(sg.zeros(2))
+
+
+def _load_module_state(m, opt):
+    m.load_state_dict({k: v * 0.5 for k, v in m.state_dict().items()})
+
+
+CHANGES = [_replace_weight, _replace_weight_only, _replace_submodule, _replace_submodule_only, _reload_checkpoint, _reload_changed_checkpoint, _clear_state,
+           _new_buffers, _delete_and_recreate_state, _registry_write, _load_module_state]
+
+
+@pytest.mark.parametrize("make_opt", [_sgd, _adam], ids=["sgd", "adam"])
+@pytest.mark.parametrize("change", CHANGES, ids=[c.__name__[1:] for c in CHANGES])
+def test_a_replay_after_a_change_between_calls_equals_eager(change, make_opt):
+    """Replaced parameters, submodules, optimizer state (checkpoint loads, new buffers, cleared or
+    recreated entries): the next calls read what is there now, as eager does."""
+    (m_e, o_e, eager), (m_c, o_c, compiled) = _twins(make_opt)
+    rng = np.random.default_rng(0)
+    data = [sg.tensor(rng.standard_normal((5, 4), dtype=np.float32)) for _ in range(3)]
+    for k in range(4):
+        eager(data[k % 3])
+        compiled(data[k % 3])
+    assert compiled.stats.replays >= 1
+    change(m_e, o_e)
+    change(m_c, o_c)
+    for k in range(4):
+        le, lc = eager(data[k % 3]), compiled(data[k % 3])
+        assert lc.item() == le.item(), f"loss of call {k} after {change.__name__}"
+        expected, got = _state_arrays(m_e, o_e), _state_arrays(m_c, o_c)
+        assert expected.keys() == got.keys()
+        for name in expected:
+            np.testing.assert_array_equal(got[name], expected[name], err_msg=f"{name}, call {k}")
+    assert compiled.stats.replays >= 3
+
+
+def test_a_parameter_read_as_an_attribute_without_calling_its_module_is_found_again():
+    lin = sg.nn.Linear(3, 2)
+
+    @sg.compile
+    def f(x):
+        with sg.no_grad():
+            return x @ lin.weight.t()
+
+    x = sg.ones(4, 3)
+    for _ in range(3):
+        f(x)
+    lin.weight = sg.nn.Parameter(sg.full((2, 3), 2.0))
+    np.testing.assert_array_equal(f(x).numpy(), np.full((4, 2), 6.0, np.float32))
+
+
+def test_a_global_tensor_rebound_between_calls_is_read_anew():
+    global SCALE
+    SCALE = sg.tensor([1.0, 2.0])
+
+    @sg.compile
+    def f(x):
+        with sg.no_grad():
+            return x * SCALE
+
+    x = sg.ones(2)
+    for _ in range(3):
+        f(x)
+    SCALE = sg.tensor([5.0, 7.0])
+    np.testing.assert_array_equal(f(x).numpy(), np.array([5.0, 7.0], np.float32))

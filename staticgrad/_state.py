@@ -1,13 +1,20 @@
-"""Process-wide switches the front end reads on hot paths (kept in one small module so that
-tensor.py and dispatch.py can both read them without importing each other)."""
+"""Switches the front end reads on hot paths (kept in one small module so that tensor.py and
+dispatch.py can both read them without importing each other). The tracer and the phase are per
+thread, as PyTorch's grad mode is: one thread's trace never sees another thread's ops."""
+
+import threading
 
 
-class Tracing:
-    """The tracer recording a compiled function, or None when nothing is being recorded; and
-    which phase of a training step is running (recorded with each op, for plan inspection)."""
+class _Tracing(threading.local):
+    """The tracer recording a compiled function in this thread, or None when nothing is being
+    recorded; and which phase of a training step is running (recorded with each op, for plan
+    inspection). Class attributes are each new thread's starting values."""
 
     tracer = None
     phase = "forward"
+
+
+Tracing = _Tracing()
 
 
 class phase:
@@ -29,10 +36,15 @@ class phase:
 class Epoch:
     """Bumped whenever state a compiled plan depends on changes outside its view (a module's
     parameters reassigned, ``.data`` or ``requires_grad`` of a captured tensor changed, a module
-    switched between train and eval): plans re-check their guards when it moves."""
+    switched between train and eval): plans re-check their guards when it moves. One value for
+    all threads (state is shared), moved under a lock so that no bump is lost."""
 
     value = 0
 
 
+_epoch_lock = threading.Lock()
+
+
 def bump_epoch() -> None:
-    Epoch.value += 1
+    with _epoch_lock:
+        Epoch.value += 1

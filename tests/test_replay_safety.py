@@ -6,6 +6,8 @@ clear error naming the cause.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -204,3 +206,81 @@ def test_a_global_tensor_rebound_between_calls_is_read_anew():
         f(x)
     SCALE = sg.tensor([5.0, 7.0])
     np.testing.assert_array_equal(f(x).numpy(), np.array([5.0, 7.0], np.float32))
+
+
+# ---- threads ------------------------------------------------------------------------------------
+
+def test_threads_replaying_one_plan_at_once_each_get_their_own_results():
+    """One plan replayed from four threads: each call works in an arena of its own."""
+    sg.manual_seed(0)
+    model = sg.nn.Sequential(sg.nn.Linear(16, 32), sg.nn.Tanh(), sg.nn.Linear(32, 8))
+
+    @sg.compile
+    def forward(x):
+        with sg.no_grad():
+            return model(x)
+
+    rng = np.random.default_rng(0)
+    inputs = [sg.tensor(rng.standard_normal((6, 16), dtype=np.float32)) for _ in range(8)]
+    with sg.no_grad():
+        expected = [model(x).numpy() for x in inputs]
+    for x in inputs[:3]:
+        forward(x)
+    wrong = []
+
+    def worker(seed):
+        order = np.random.default_rng(seed).integers(0, len(inputs), 300)
+        for k in order:
+            got = forward(inputs[k]).numpy()
+            if got.tobytes() != expected[k].tobytes():
+                wrong.append(k)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
+    assert forward.stats.replays >= 1200
+
+
+def test_grad_mode_and_the_tracer_are_per_thread():
+    """A trace in one thread must not see another thread's ops (np arrays turned into tensors,
+    .item() reads) nor leave a tracer behind; no_grad in one thread leaves others' grad mode."""
+    lin = sg.nn.Linear(3, 2)
+
+    @sg.compile
+    def step(x):
+        loss = (lin(x) ** 2).sum()
+        loss.backward()
+        return loss
+
+    stop = threading.Event()
+    errors = []
+
+    def busy():
+        try:
+            while not stop.is_set():
+                t = sg.tensor(np.ones(3, np.float32))
+                float((t * 2).sum().item())
+                assert sg.is_grad_enabled()
+        except Exception as exc:  # any error here is a test failure
+            errors.append(exc)
+
+    other = threading.Thread(target=busy)
+    other.start()
+    try:
+        for k in range(30):
+            lin.zero_grad()
+            with sg.no_grad():
+                assert not sg.is_grad_enabled()
+            step(sg.full((4, 3), float(k)))
+    finally:
+        stop.set()
+        other.join()
+    assert not errors, errors
+    assert step.stats.traces <= 3 and step.stats.replays >= 27
+    from staticgrad._state import Tracing
+
+    assert Tracing.tracer is None
+    sg.nn.Linear(3, 2)(sg.ones(1, 3))  # a plain call after the threads: no tracer left installed

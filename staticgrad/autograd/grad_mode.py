@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import functools
+import threading
 
 
-class GradMode:
-    """Process-wide switch read by dispatch on every op."""
+class _GradMode(threading.local):
+    """The switch dispatch reads on every op; per thread, as in PyTorch (each new thread starts
+    with grad enabled)."""
 
     enabled = True
+
+
+GradMode = _GradMode()
 
 
 def is_grad_enabled() -> bool:

@@ -245,7 +245,8 @@ def _loop_lines(number: int, loop, arrays: dict) -> list:
     statements = list(inner)
     for j, (op_name, args, attrs) in enumerate(loop.body):
         names = [f"x{number}_{k}" if kind == "in" else f"t{number}_{k}" for kind, k in args]
-        rendered = {k: _Variable(f"q{v.index}") if isinstance(v, KernelScalar) else v for k, v in attrs}
+        rendered = {k: _Variable(f"{'s' if v.raw else 'q'}{v.index}") if isinstance(v, KernelScalar) else v
+                    for k, v in attrs}
         statements.append(f"t{number}_{j} = {OPS[op_name].scalar_expr(names, rendered)}")
     for t, out, pattern in loop.stores:
         statements.append(f"{arrays['out', out]}[{_index(pattern)}] = t{number}_{t}")

@@ -211,9 +211,13 @@ def verify(graph: Graph) -> None:
 
 @dataclass(frozen=True, slots=True)
 class KernelScalar:
-    """A kernel argument holding a value read at replay time (e.g. lr), cast to the loop dtype."""
+    """A kernel argument: a value read at replay time (e.g. lr), or a count that depends on the
+    shapes (an element count), passed in so that one kernel serves every batch size. Cast to the
+    loop dtype, or ``raw``: the Python float as passed (a count divides in double precision, as
+    the eager op's Python arithmetic does)."""
 
     index: int
+    raw: bool = False
 
 
 @dataclass(frozen=True, slots=True)

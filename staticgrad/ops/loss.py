@@ -69,8 +69,10 @@ def _mse_loss_backward_backward(F, gg, s, at, need):
 
 
 def _mse_loss_backward_expr(x, at):
-    scale = 2.0 / at["_numel"] if at["reduction"] == 1 else 2.0
-    return f"((({x[1]} - {x[2]}) * {lit(scale)}) * {x[0]})"
+    # the element count is a kernel argument (a Python float): 2.0 / it in double, then cast to
+    # the loop dtype, as the NumPy forward's scale is
+    scale = f"T(2.0 / {at['_numel']!r})" if at["reduction"] == 1 else lit(2.0)
+    return f"((({x[1]} - {x[2]}) * {scale}) * {x[0]})"
 
 
 register(OpDef("mse_loss_backward", _mse_loss_backward, "elementwise", "MseLossBackwardBackward0",

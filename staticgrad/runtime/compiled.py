@@ -18,25 +18,47 @@ from staticgrad.runtime.program import KERNEL, Program
 _NAMESPACE = {"inf": float("inf"), "nan": float("nan"), "dtype": np.dtype}
 
 
+# Idle arenas a plan keeps for later calls; calls beyond this many at once build their own.
+MAX_IDLE_ARENAS = 8
+
+
 class CompiledReplay:
+    """Runs a program's generated replay function. Every call works in an arena of its own, taken
+    from a pool (one per call running at the same time), so threads may replay one plan at once."""
+
     def __init__(self, program: Program, source: str):
         self.program = program
         self.source = source
-        self.arena = Arena(program.arena_bytes, program.alignment)
-        views = {spec.slot: self.arena.view(spec.offset, spec.shape, spec.dtype)
-                 for spec in program.buffers if spec.offset is not None}
         namespace = dict(_NAMESPACE)
         exec(compile(source, "<staticgrad replay>", "exec"), namespace)
-        forwards = {name: OPS[name].forward for name in {s.op for s in program.steps if s.mode != KERNEL}}
-        kernels = {name: load_kernel(name, source) for name, source in program.kernels.items()}
-        self._replay = namespace["build"](views, program.constants, forwards, kernels, np)
+        self._build = namespace["build"]
+        self._forwards = {name: OPS[name].forward for name in {s.op for s in program.steps if s.mode != KERNEL}}
+        self._kernels = {name: load_kernel(name, source) for name, source in program.kernels.items()}
+        self._idle = [self._new_replay()]
         self._no_recycling = [None] * len(program.result_slots)
         self._n_inputs = len(program.input_slots)
         self._n_captured = len(program.captured_slots)
+
+    def _new_replay(self):
+        """The replay function bound to a new arena's views."""
+        program = self.program
+        self.arena = Arena(program.arena_bytes, program.alignment)  # the newest, for inspection
+        views = {spec.slot: self.arena.view(spec.offset, spec.shape, spec.dtype)
+                 for spec in program.buffers if spec.offset is not None}
+        return self._build(views, program.constants, self._forwards, self._kernels, np)
 
     def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
         """Results as arrays; ``recycled[k]`` (optional) is an array result k may be written into."""
         if len(inputs) != self._n_inputs or len(captured) != self._n_captured:
             raise PlanError(f"plan expects {self._n_inputs} inputs and {self._n_captured} captured arrays, "
                             f"got {len(inputs)} and {len(captured)}")
-        return self._replay(inputs, captured, scalars, recycled or self._no_recycling)
+        idle = self._idle
+        try:
+            replay = idle.pop()  # atomic: no two calls get one arena
+        except IndexError:
+            replay = self._new_replay()
+        try:
+            return replay(inputs, captured, scalars, recycled or self._no_recycling)
+        finally:
+            if len(idle) < MAX_IDLE_ARENAS:
+                idle.append(replay)

@@ -15,20 +15,13 @@ from staticgrad.runtime.program import MULTI, OUT, VIEW, Program
 
 
 class Interpreter:
+    """Runs a program step by step. Each call works in an arena of its own from a pool, so that
+    calls from several threads at once do not share buffers."""
+
     def __init__(self, program: Program):
         self.program = program
-        self.arena = Arena(program.arena_bytes, program.alignment)
-        template = [None] * program.n_slots
-        fresh = []
-        for spec in program.buffers:
-            if spec.offset is None:
-                fresh.append((spec.slot, spec.shape, spec.dtype))
-            else:
-                template[spec.slot] = self.arena.view(spec.offset, spec.shape, spec.dtype)
-        for slot, array in program.constants.items():
-            template[slot] = array
-        self._template = template
-        self._fresh = fresh
+        self._fresh = [(spec.slot, spec.shape, spec.dtype) for spec in program.buffers if spec.offset is None]
+        self._idle = [self._new_template()]
         self._steps = [(OPS[s.op].forward, s.inputs, s.outputs, dict(s.attrs), s.dynamic, s.mode)
                        for s in program.steps]
         # results that must be copies: constants, and a slot returned a second time (no two results
@@ -39,12 +32,35 @@ class Interpreter:
             self._copy_results.append(slot in seen)
             seen.add(slot)
 
+    def _new_template(self) -> list:
+        """Slots filled with a new arena's views and the constants."""
+        program = self.program
+        self.arena = Arena(program.arena_bytes, program.alignment)  # the newest, for inspection
+        template = [None] * program.n_slots
+        for spec in program.buffers:
+            if spec.offset is not None:
+                template[spec.slot] = self.arena.view(spec.offset, spec.shape, spec.dtype)
+        for slot, array in program.constants.items():
+            template[slot] = array
+        return template
+
     def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
         program = self.program
         if len(inputs) != len(program.input_slots) or len(captured) != len(program.captured_slots):
             raise PlanError(f"plan expects {len(program.input_slots)} inputs and {len(program.captured_slots)} "
                             f"captured arrays, got {len(inputs)} and {len(captured)}")
-        env = self._template.copy()
+        try:
+            template = self._idle.pop()
+        except IndexError:
+            template = self._new_template()
+        try:
+            return self._run(template, inputs, captured, scalars, recycled)
+        finally:
+            self._idle.append(template)
+
+    def _run(self, template: list, inputs: list, captured: list, scalars: list, recycled) -> list:
+        program = self.program
+        env = template.copy()
         for slot, array in zip(program.input_slots, inputs):
             env[slot] = array
         for slot, array in zip(program.captured_slots, captured):

@@ -52,6 +52,15 @@ def _expression(op: Op, graph: Graph, shape: tuple):
         return None
 
 
+def _needs_numel(op: Op, graph: Graph) -> bool:
+    """The op's scalar expression reads the iteration's element count (a mean's scale)."""
+    try:
+        op.opdef.scalar_expr([f"x{i}" for i in range(len(op.inputs))], dict(op.attrs))
+    except KeyError:
+        return True
+    return False
+
+
 def fusable(op: Op, graph: Graph) -> bool:
     """An elementwise op with an exact inline form, computing in float32 or float64."""
     if op.opdef.kind != "elementwise" or len(op.outputs) != 1:
@@ -186,7 +195,11 @@ def _build(group: _Group, graph: Graph, users: dict, live: set) -> Op:
             if isinstance(value, ScalarSlot):
                 value = KernelScalar(slots.setdefault(value, len(slots)))
             attrs[k] = value
-        attrs["_numel"] = int(np.prod(shape, dtype=np.int64))
+        if _needs_numel(op, graph):
+            # an argument, not a literal: the kernel's source (and its compiled code) stays the same
+            # for every batch size
+            numel = float(np.prod(shape, dtype=np.int64))
+            attrs["_numel"] = KernelScalar(slots.setdefault(numel, len(slots)), raw=True)
         body.append((op.op, tuple(args), freeze_attrs(attrs)))
         out = op.outputs[0]
         temp_of[out] = len(body) - 1
@@ -217,8 +230,8 @@ def _merge(a: Op, b: Op) -> Op:
     source_of = {}
     for k, v in enumerate(b.inputs):
         source_of[k] = ("out", a.outputs.index(v)) if v in a.outputs else ("in", len(a.inputs) + b_inputs.index(v))
-    slots_a = {v: int(k[1:]) for k, v in a.attrs if k.startswith("s") and isinstance(v, ScalarSlot)}
-    slots_b = {int(k[1:]): v for k, v in b.attrs if k.startswith("s") and isinstance(v, ScalarSlot)}
+    slots_a = {v: int(k[1:]) for k, v in a.attrs if k.startswith("s") and isinstance(v, (ScalarSlot, float))}
+    slots_b = {int(k[1:]): v for k, v in b.attrs if k.startswith("s") and isinstance(v, (ScalarSlot, float))}
     merged_slots = dict(slots_a)
     renumber = {}
     for index, slot in sorted(slots_b.items()):
@@ -229,7 +242,7 @@ def _merge(a: Op, b: Op) -> Op:
                       for src, p in loop.loads)
         stores = tuple((t, arg + ka.n_outputs, p) for t, arg, p in loop.stores)
         sums = tuple((t, arg + ka.n_outputs, p) for t, arg, p in loop.sums)
-        body = tuple((name, args, tuple((k, KernelScalar(renumber[v.index]) if isinstance(v, KernelScalar) else v)
+        body = tuple((name, args, tuple((k, replace(v, index=renumber[v.index]) if isinstance(v, KernelScalar) else v)
                                         for k, v in attrs)) for name, args, attrs in loop.body)
         dims = tuple(d + ka.n_dims for d in loop.dims)
         return replace(loop, loads=loads, stores=stores, sums=sums, body=body, dims=dims)

@@ -1,4 +1,5 @@
-"""The on-disk kernel cache: a warm process compiles nothing; a broken or poisoned cache costs a recompile and one warning naming the directory, never a failed or different replay.
+"""The on-disk kernel cache: a warm process compiles nothing; a broken, poisoned or unwritable
+cache costs a recompile and one warning naming the directory, never a failed or different replay.
 
 Most cases run a small compiled training step in child processes (Numba reads its cache entries
 in each new process, at a kernel's first call), with the child importing this checkout's
@@ -147,6 +148,26 @@ def test_entries_saved_under_another_module_name_are_replaced(warm_cache, tmp_pa
     assert report["misses"] == report["kernels"], report
     assert len(report["warnings"]) == 1 and "foreign_" in report["warnings"][0], report
     assert_clean_warm_run(tmp_path, cache)
+
+
+@pytest.mark.parametrize("layout", ["file in the way", "home is a file", "numba cannot write"])
+def test_an_unwritable_cache_falls_back_to_memory(tmp_path, layout):
+    """Tests run as root, which chmod does not stop, so each case puts a regular file where a
+    directory must go: mkdir fails with NotADirectoryError for root too."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    cache, home, named = {
+        "file in the way": (blocker / "kernels", None, blocker / "kernels"),
+        "home is a file": (None, blocker, blocker / ".cache" / "staticgrad" / "kernels"),
+        # our directory is fine, but Numba's __pycache__ and its ~/.cache/numba fallback are not
+        "numba cannot write": (tmp_path / "kernels", blocker, tmp_path / "kernels"),
+    }[layout]
+    if layout == "numba cannot write":
+        cache.mkdir()
+        (cache / "__pycache__").write_text("not a directory")
+    report = run_child(tmp_path, cache, home=home)
+    assert report["replays"] >= 2 and report["misses"] == report["kernels"] > 0, report
+    assert len(report["warnings"]) == 1 and str(named) in report["warnings"][0], report
 
 
 def tiny_kernel() -> tuple:

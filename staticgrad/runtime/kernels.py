@@ -8,11 +8,13 @@ code instead of compiling it. The cache directory is ``$STATICGRAD_CACHE_DIR``, 
 
 Numba reads a kernel's cache entry at its first call for a signature, so a broken entry (a
 truncated file, one written under another module name) would fail a replay: each kernel's Numba
-cache object is wrapped to drop such an entry and compile afresh, warning once per directory.
+cache object is wrapped to drop such an entry and compile afresh. When the directory cannot be
+written at all, kernels are compiled in memory. Both cases warn once per directory.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import sys
@@ -46,12 +48,26 @@ def load_kernel(name: str, source: str):
         with _LOAD_LOCK:
             kernel = _LOADED.get(name)
             if kernel is None:
-                kernel = _LOADED[name] = _disk_kernel(name, source)
+                kernel = _LOADED[name] = _new_kernel(name, source)
     return kernel
 
 
 def loaded_kernels() -> dict:
     return dict(_LOADED)
+
+
+def _new_kernel(name: str, source: str):
+    """Disk-cached when the cache directory can be written, else compiled in memory (one warning).
+    RuntimeError is Numba's "no locator available": it found no writable place for its cache."""
+    try:
+        return _disk_kernel(name, source)
+    except (OSError, RuntimeError) as error:
+        where = _cache_root()
+        _warn_once("unwritable", where,
+                   f"staticgrad cannot write its kernel cache at {where} ({type(error).__name__}: {error}); "
+                   "kernels are compiled in memory, so every new process compiles them again. "
+                   "Point STATICGRAD_CACHE_DIR at a writable directory to keep them.")
+        return _run_kernel_module(name, _without_disk_cache(source), f"<staticgrad kernel {name}>")
 
 
 def _disk_kernel(name: str, source: str):
@@ -96,7 +112,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _run_kernel_module(name: str, source, filename: str):
-    """Run the kernel's module source as ``staticgrad_kernel_<name>``.
+    """Run the kernel's module (source text or syntax tree) as ``staticgrad_kernel_<name>``.
     The code is compiled from ``source`` itself, never re-read from disk; Numba's cache locates
     and stamps its entries by ``filename``."""
     module = types.ModuleType(f"staticgrad_kernel_{name}")
@@ -104,6 +120,17 @@ def _run_kernel_module(name: str, source, filename: str):
     sys.modules[module.__name__] = module   # Numba re-imports it by name when loading an entry
     exec(compile(source, filename, "exec"), module.__dict__)
     return getattr(module, name)
+
+
+def _without_disk_cache(source: str) -> ast.Module:
+    """The kernel module with ``cache=False`` in its decorators, to compile it without a file."""
+    tree = ast.parse(source)
+    for function in (node for node in tree.body if isinstance(node, ast.FunctionDef)):
+        for decorator in function.decorator_list:
+            for keyword in getattr(decorator, "keywords", ()):
+                if keyword.arg == "cache":
+                    keyword.value = ast.copy_location(ast.Constant(False), keyword.value)
+    return tree
 
 
 def _warn_once(kind: str, directory, message: str) -> None:

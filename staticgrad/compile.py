@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
+import threading
 import time
 import tracemalloc
 import types
@@ -43,25 +45,36 @@ class CompileStats:
                 f"compile_seconds={self.compile_seconds:.3f})")
 
 
-def compile(fn=None, *, fallback: str = "error"):
+# Replayable plans one compiled function keeps (as PyTorch's Dynamo caps its recompiles at 8).
+MAX_PLANS = 8
+
+
+def compile(fn=None, *, fallback: str = "error", max_plans: int = MAX_PLANS):
     """Compile ``fn`` (a model function or a whole training step) for record-and-replay.
 
     ``fallback="error"`` raises ``staticgrad.TraceError`` when a call does something a replay
-    cannot repeat; ``fallback="eager"`` runs such calls eagerly instead (warning once)."""
+    cannot repeat; ``fallback="eager"`` runs such calls eagerly instead (warning once).
+    ``max_plans`` caps the plans kept: past it, calls that would trace a new plan (a new batch
+    size, a changed module...) run eagerly, with one warning naming what keeps changing."""
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    if not isinstance(max_plans, int) or max_plans < 1:
+        raise ValueError(f"max_plans must be a positive int, got {max_plans!r}")
     if fn is None:
-        return functools.partial(compile, fallback=fallback)
-    return CompiledFunction(fn, fallback)
+        return functools.partial(compile, fallback=fallback, max_plans=max_plans)
+    return CompiledFunction(fn, fallback, max_plans)
 
 
 class CompiledFunction:
-    def __init__(self, fn, fallback: str):
+    def __init__(self, fn, fallback: str, max_plans: int = MAX_PLANS):
         self.fn = fn
         self.fallback = fallback
+        self.max_plans = max_plans
         self.stats = CompileStats()
         self._cache: dict = {}
         self._warned = False
+        self._capped = False
+        self._lock = threading.Lock()   # traces in several threads update the cache one at a time
         self._name = getattr(fn, "__qualname__", repr(fn))
         functools.update_wrapper(self, fn)
 
@@ -88,7 +101,28 @@ class CompiledFunction:
                 if plan.replayable and plan.guards_hold(flat):
                     self.stats.replays += 1
                     return plan.replay(flat)
+        if sum(plan.replayable for plan in self.plans) >= self.max_plans:
+            self.stats.fallbacks += 1
+            if not self._capped:
+                self._capped = True
+                warnings.warn(f"staticgrad.compile({self._name}) keeps {self.max_plans} plans and runs further new "
+                              f"cases eagerly: {self._what_changes(key, flat)}. Keep it steady (pad a last partial "
+                              "batch, reuse modules), or compile with a larger max_plans", RuntimeWarning,
+                              stacklevel=2)
+            return self.fn(*args, **kwargs)
         return self._trace(key, args, kwargs, flat, keep)
+
+    def _what_changes(self, key, flat) -> str:
+        """Why a call matched no plan: the arguments that differ from the newest plan's, or the
+        guard the newest plan of this signature failed."""
+        entries = self._cache.get(key)
+        if entries:
+            plan = next((p for p in entries if p.replayable), None)
+            label = plan.failing_guard(flat) if plan is not None else None
+            return f"{label or 'a guarded state'} changed between calls"
+        if not self._cache:
+            return "a new call signature"
+        return describe_difference(self.fn, next(reversed(self._cache)), key)  # against the newest signature
 
     def _trace(self, key, args, kwargs, flat, keep):
         started = time.perf_counter()
@@ -98,7 +132,9 @@ class CompiledFunction:
             tracer.add_input(t, i)
         previous = Tracing.tracer
         Tracing.tracer = tracer
-        measuring = not tracemalloc.is_tracing()
+        # eager's peak memory, for plan.describe(): measured on the first signature's traces only,
+        # since tracemalloc doubles a trace's time and a new batch size should cost little
+        measuring = not tracemalloc.is_tracing() and (not self._cache or key in self._cache)
         if measuring:
             tracemalloc.start()
         try:
@@ -109,6 +145,10 @@ class CompiledFunction:
             if measuring:
                 tracemalloc.stop()
         flat_out, tree = flatten_outputs(out)
+        with self._lock:
+            return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started)
+
+    def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started):
         record = tracer.finish(flat_out)
         record.eager_peak_bytes = peak
         self.stats.traces += 1
@@ -203,6 +243,41 @@ def _describe(obj, flat: list, keep: list):
         return (type(obj).__name__, obj)
     keep.append(obj)
     return ("id", id(obj))
+
+
+def describe_difference(fn, old_key, new_key) -> str:
+    """Which arguments of ``fn`` differ between two call signatures, in words."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    old_args, new_args = _argument_keys(old_key), _argument_keys(new_key)
+    if old_key[0] != new_key[0]:
+        return "grad mode changed"
+    changes = []
+    for i, (a, b) in enumerate(zip(old_args, new_args)):
+        if a != b:
+            name = names[i] if i < len(names) else f"argument {i}"
+            changes.append(f"argument '{name}' ({_describe_key(a)} -> {_describe_key(b)})")
+    if len(old_args) != len(new_args):
+        changes.append(f"the number of arguments ({len(old_args)} -> {len(new_args)})")
+    return "; ".join(changes) or "keyword arguments changed"
+
+
+def _argument_keys(key) -> tuple:
+    """Per positional argument descriptions from a signature key (either form signature() makes)."""
+    if len(key) == 3 and isinstance(key[1], tuple) and key[1][:1] == ("tuple",):
+        return key[1][1:]
+    return tuple(("T",) + k for k in key[1:])
+
+
+def _describe_key(desc) -> str:
+    if isinstance(desc, tuple) and desc[:1] == ("T",):
+        _, shape, dtype, requires_grad = desc
+        return f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}{', requires_grad' if requires_grad else ''}"
+    if isinstance(desc, tuple) and len(desc) == 2 and isinstance(desc[0], str):
+        return f"{desc[0]} {desc[1]!r}"
+    return str(desc)
 
 
 def flatten_outputs(out):

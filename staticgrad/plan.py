@@ -86,6 +86,24 @@ class Plan:
             self._epoch = Epoch.value
         return True
 
+    def failing_guard(self, flat: list) -> str | None:
+        """What about a call makes this plan not apply, in words (None if it applies)."""
+        for holder, name, obj in self._globals:
+            current = holder.get(name, _MISSING) if name is not None else _cell(holder)
+            if current is not obj:
+                return f"the global or closure variable {name or ''} now names another object"
+        for index, expected in self.record.input_guards:
+            g = flat[index]._grad
+            if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
+                return f"the .grad of argument {index}"
+        for t, shape, dtype, requires_grad in self._captured_meta:
+            if t._data.shape != shape or t._data.dtype != dtype or t._requires_grad != requires_grad:
+                return f"a captured {dtype} tensor of shape {list(shape)} (its shape, dtype or requires_grad)"
+        for guard in self.record.state_guards:
+            if not guard.holds():
+                return guard.label
+        return None
+
     def _state_guards_hold(self) -> bool:
         for t, shape, dtype, requires_grad in self._captured_meta:
             data = t._data

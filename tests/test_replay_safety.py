@@ -284,3 +284,47 @@ def test_grad_mode_and_the_tracer_are_per_thread():
 
     assert Tracing.tracer is None
     sg.nn.Linear(3, 2)(sg.ones(1, 3))  # a plain call after the threads: no tracer left installed
+
+
+# ---- plans that would grow without bound ----------------------------------------------------------
+
+def test_plans_are_capped_and_the_warning_names_the_argument_that_keeps_changing():
+    lin = sg.nn.Linear(4, 2)
+
+    @sg.compile
+    def forward(x, scale):
+        with sg.no_grad():
+            return lin(x) * scale
+
+    with sg.no_grad():
+        expected = {b: (lin(sg.ones(b, 4)) * 2.0).numpy() for b in range(1, 13)}
+    with pytest.warns(RuntimeWarning) as caught:
+        for b in range(1, 13):
+            np.testing.assert_array_equal(forward(sg.ones(b, 4), 2.0).numpy(), expected[b])
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1
+    assert "keeps 8 plans" in messages[0] and "argument 'x' (8x4 float32 -> 9x4 float32)" in messages[0]
+    assert len(forward.plans) == 8 and forward.stats.fallbacks == 4
+    np.testing.assert_array_equal(forward(sg.ones(3, 4), 2.0).numpy(), expected[3])  # kept plans still replay
+    assert forward.stats.replays == 1
+
+
+def test_a_guard_that_fails_on_every_call_is_capped_and_named():
+    holder = sg.nn.Linear(3, 1)
+
+    @sg.compile(max_plans=2)
+    def forward(x):
+        with sg.no_grad():
+            return holder(x)
+
+    with pytest.warns(RuntimeWarning, match="the parameters, buffers and submodules of a Linear changed"):
+        for k in range(4):
+            holder.weight = sg.nn.Parameter(sg.full((1, 3), float(k)))
+            np.testing.assert_array_equal(forward(sg.ones(2, 3)).numpy(),
+                                          (3.0 * k + holder.bias.detach().numpy()).reshape(1, 1).repeat(2, 0))
+    assert len(forward.plans) == 2
+
+
+def test_max_plans_must_be_positive():
+    with pytest.raises(ValueError, match="max_plans must be a positive int"):
+        sg.compile(lambda x: x, max_plans=0)

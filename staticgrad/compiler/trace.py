@@ -11,6 +11,16 @@ import numpy as np
 from staticgrad.compiler.ir import Graph, Op, ScalarSlot, Value, freeze_attrs
 
 
+_DTYPE_NAMES: dict = {}  # dtype -> its name (np.dtype(...).name costs microseconds; a trace asks per value)
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = np.dtype(dtype).name
+    return name
+
+
 class Tape:
     def __init__(self):
         self.graph = Graph()
@@ -19,7 +29,7 @@ class Tape:
     def _value(self, shape, dtype, kind: str, phase: str = "forward") -> int:
         vid = self._next_id
         self._next_id += 1
-        self.graph.values[vid] = Value(vid, tuple(int(d) for d in shape), np.dtype(dtype).name, kind, phase)
+        self.graph.values[vid] = Value(vid, tuple(map(int, shape)), _dtype_name(dtype), kind, phase)
         return vid
 
     def input(self, shape, dtype) -> int:

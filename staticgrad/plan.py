@@ -175,6 +175,8 @@ class Plan:
                 leaves.append(t)
             elif kind == "input":
                 leaves.append(flat[spec[1]])
+            elif kind == "same":
+                leaves.append(leaves[spec[1]])
             else:
                 leaves.append(spec[1])
         for owner, final in self._other_grads:

@@ -143,6 +143,7 @@ class TraceRecord:
     state_guards: list             # Guards re-checked when the state epoch moves
     input_guards: list             # (flat input index, expected grad state) for inputs' .grad
     outputs: list                  # per output leaf: ("value", result index, info) / ("input", k) / ("object", obj)
+                                   # / ("same", earlier leaf position): one tensor returned twice
     grad_slots: list               # (owner, final) -- owner ("captured", t) / ("input", k) / ("output", i)
     version_bumps: list            # (tensor or ("input", k), count)
     failure: str | None = None

@@ -34,7 +34,10 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
             record.outputs.append(("object", obj))
             continue
         key = id(obj)
-        output_positions.setdefault(key, position)
+        if key in output_positions:  # the same tensor returned twice: a replay returns one object twice
+            record.outputs.append(("same", output_positions[key]))
+            continue
+        output_positions[key] = position
         if key in tracer._input_ids:
             record.outputs.append(("input", tracer._input_ids[key]))
         elif key not in created:

@@ -6,6 +6,7 @@ clear error naming the cause.
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
@@ -328,3 +329,51 @@ def test_a_guard_that_fails_on_every_call_is_capped_and_named():
 def test_max_plans_must_be_positive():
     with pytest.raises(ValueError, match="max_plans must be a positive int"):
         sg.compile(lambda x: x, max_plans=0)
+
+
+# ---- smaller differences from eager and PyTorch -----------------------------------------------------
+
+def test_one_tensor_returned_twice_is_one_object_on_replay_too():
+    p = sg.tensor([1.0, 2.0], requires_grad=True)
+
+    @sg.compile
+    def f(x):
+        p.grad = None
+        loss = (x * p).sum()
+        loss.backward()
+        return loss, loss
+
+    for _ in range(3):
+        a, b = f(sg.ones(2))
+        assert a is b
+    assert f.stats.replays == 2
+
+
+def test_an_optimizer_deep_copies_with_its_state():
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (sg, torch):
+        p = lib.nn.Parameter(lib.tensor([1.0, -2.0]))
+        opt = lib.optim.SGD([p], lr=0.1, momentum=0.9)
+        (p * p).sum().backward()
+        opt.step()
+        twin = copy.deepcopy(opt)
+        q = twin.param_groups[0]["params"][0]
+        assert q is not p
+        assert twin.state[q]["momentum_buffer"] is not opt.state[p]["momentum_buffer"]
+        results.append(twin.state[q]["momentum_buffer"].detach().numpy().copy())
+    np.testing.assert_allclose(results[0], results[1])
+
+
+def test_sequential_items_can_be_replaced_and_deleted_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    shapes = []
+    for lib in (sg, torch):
+        seq = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.Tanh(), lib.nn.Linear(3, 4))
+        seq[2] = lib.nn.Linear(3, 5)
+        seq[-2] = lib.nn.ReLU()
+        del seq[0]
+        shapes.append(([type(m).__name__ for m in seq], list(dict(seq.named_children())), seq(lib.ones(1, 3)).shape))
+        with pytest.raises(IndexError, match="index 7 is out of range"):
+            seq[7] = lib.nn.Tanh()
+    assert shapes[0][:2] == shapes[1][:2] and tuple(shapes[0][2]) == tuple(shapes[1][2])

@@ -111,6 +111,29 @@ class Sequential(Module):
             return Sequential(*modules[index])
         return modules[index]
 
+    def _key_at(self, index: int) -> str:
+        keys = list(self._modules)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"Sequential indices must be integers or slices, not {type(index).__name__}")
+        if not -len(keys) <= index < len(keys):
+            raise IndexError(f"index {index} is out of range")
+        return keys[index]
+
+    def __setitem__(self, index: int, module) -> None:
+        """Replace the module at ``index`` (its name stays); compiled plans that called it retrace."""
+        setattr(self, self._key_at(index), module)
+
+    def __delitem__(self, index) -> None:
+        """Remove the module(s) at ``index`` and renumber the rest from 0, as PyTorch does."""
+        keys = list(self._modules)
+        doomed = keys[index] if isinstance(index, slice) else [self._key_at(index)]
+        for key in doomed:
+            delattr(self, key)
+        kept = list(self._modules.items())
+        self._modules.clear()
+        for i, (name, module) in enumerate(kept):
+            self._modules[str(i) if name.isdigit() else name] = module
+
     def __len__(self) -> int:
         return len(self._modules)
 

@@ -66,13 +66,13 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._discard(name)
-            params[name] = value
+            self._discard(name, keep=params)
+            params[name] = value  # in place when it was a parameter already: the order stays
             bump_epoch()
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._discard(name)
+            self._discard(name, keep=self._modules)
             self._modules[name] = value
             bump_epoch()
         elif params is not None and name in params:
@@ -96,9 +96,11 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _discard(self, name):
+    def _discard(self, name, keep=None):
+        """Forget ``name`` in every registry but ``keep`` (where it is about to be reassigned)."""
         for registry in (self.__dict__, self._parameters, self._buffers, self._modules):
-            registry.pop(name, None)
+            if registry is not keep:
+                registry.pop(name, None)
 
     def __getattr__(self, name):
         d = self.__dict__

@@ -115,6 +115,10 @@ class OptimizerState(_BumpsEpochOnRemoval, defaultdict):
         bump_epoch()
         super().__setitem__(key, value if isinstance(value, EpochDict) else EpochDict(value))
 
+    def __reduce__(self):
+        """Copy and pickle as an OptimizerState of the same entries (``copy.deepcopy(optimizer)``)."""
+        return type(self), (), None, None, iter(self.items())
+
 
 def _in_optimizer_phase(step):
     @functools.wraps(step)

@@ -185,6 +185,7 @@ class Tracer:
         self._grad_slots: dict = {}    # id(tensor) -> tensor (strong: slots of externals only)
         self._constant_values: set = set()
         self._guarded_modules: dict = {}
+        self._outside_nodes: dict = {}  # id(grad_fn) of tensors from outside -> how to name them
         self._start_serial = serial_mark()
 
     # ---- binding tensors to values --------------------------------------------------------
@@ -196,6 +197,20 @@ class Tracer:
         self._bind(t, vid, vid, full=True)
         self._external[vid] = ("input", index)
         self._input_ids[id(t)] = index
+        self._mark_outside_graph(t, f"argument {index}")
+
+    def _mark_outside_graph(self, t: Tensor, what: str) -> None:
+        """Remember the autograd node of a tensor computed outside the call: a backward inside
+        the call that reaches it goes on into a graph the replay knows nothing of."""
+        if t.grad_fn is not None:
+            self._outside_nodes[id(t.grad_fn)] = f"{what} (a {t.dtype.name}{list(t.shape)} tensor)"
+
+    def on_outside_node(self, node) -> None:
+        """The backward engine is about to run a node of a graph built outside the call."""
+        what = self._outside_nodes[id(node)]
+        self.fail(f"backward reached the autograd graph of {what} computed outside the compiled function, "
+                  "and a replay cannot follow a graph it did not record (the next call's graph may differ); "
+                  "detach it before the call, or compile the code that computes it as well")
 
     def _bind(self, t: Tensor, vid: int, storage: int, full: bool, created: bool = False) -> None:
         key = id(t)
@@ -220,6 +235,7 @@ class Tracer:
         vid = self.tape.captured(t._data.shape, t._data.dtype)
         self._captured.append(source)
         t._captured = True
+        self._mark_outside_graph(t, "a captured tensor")
         self._bind(t, vid, vid, full=True)
         self._external[vid] = ("captured", len(self._captured) - 1, t)
         return self._bindings[id(t)]

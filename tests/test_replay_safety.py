@@ -377,3 +377,29 @@ def test_sequential_items_can_be_replaced_and_deleted_as_in_pytorch():
         with pytest.raises(IndexError, match="index 7 is out of range"):
             seq[7] = lib.nn.Tanh()
     assert shapes[0][:2] == shapes[1][:2] and tuple(shapes[0][2]) == tuple(shapes[1][2])
+
+
+def test_a_backward_into_an_arguments_outside_graph_is_refused_or_run_eagerly():
+    """An argument computed by eager code (w * 2): the backward inside the call goes on into its
+    graph. A replay would repeat the recorded graph (w * 2) for any argument (w * 3, v.exp())."""
+    def run(mode):
+        sg.manual_seed(0)
+        m = sg.nn.Linear(4, 2)
+
+        def step(x):
+            m.zero_grad()
+            loss = (m(x) ** 2).sum()
+            loss.backward()
+            return loss
+        f = step if mode is None else sg.compile(step, fallback=mode)
+        w, v = sg.ones(3, 4, requires_grad=True), sg.ones(3, 4, requires_grad=True)
+        for x in (w * 2, w * 2, w * 2, w * 3, v.exp()):
+            f(x)
+        return w.grad.numpy(), v.grad.numpy()
+
+    with pytest.raises(sg.TraceError, match="backward reached the autograd graph of argument 0"):
+        run("error")
+    with pytest.warns(RuntimeWarning, match="runs eagerly"):
+        got = run("eager")
+    for a, b in zip(got, run(None)):
+        np.testing.assert_array_equal(a, b)

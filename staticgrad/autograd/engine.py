@@ -225,6 +225,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
 
 def apply_node(node, grads_in):
     """Run one node's backward formula: gradients for each of its op's inputs."""
+    tracer = Tracing.tracer
+    if tracer is not None and id(node) in tracer._outside_nodes:
+        tracer.on_outside_node(node)
     saved = node.unpack_saved()
     needs = tuple(meta is not None for meta in node._input_meta)
     grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)

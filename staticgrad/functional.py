@@ -29,9 +29,29 @@ def _op(name: str):
     return OPS[name]
 
 
-def _check_tensor(x, fn: str, arg: str = "input"):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{fn}(): argument '{arg}' (position 1) must be Tensor, not {type(x).__name__}")
+def _type_name(value) -> str:
+    """A type as PyTorch's argument errors print it: builtins bare (float), others with their module
+    (numpy.ndarray)."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _require_tensor(value, fn: str, arg: str = "input", position: int = 1) -> None:
+    """PyTorch's TypeError when ``fn`` gets a non-Tensor (an ndarray, a list, None) for ``arg``; the
+    ``type() is`` test first keeps the common case to one comparison."""
+    if type(value) is not Tensor and not isinstance(value, Tensor):
+        raise TypeError(f"{fn}(): argument '{arg}' (position {position}) must be Tensor, not {_type_name(value)}")
+
+
+def _no_dims(dim: int) -> IndexError:
+    """PyTorch's error for a dim-wise op (unbind, mv) on a 0-dim tensor, which has no dim to walk."""
+    return IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+
+
+def _require_dims(input, message: str) -> None:
+    """Refuse a 0-dim ``input`` with PyTorch's ``message`` (split, chunk, narrow need a dim to cut)."""
+    if input._data.ndim == 0:
+        raise RuntimeError(message)
 
 
 # ---- arithmetic --------------------------------------------------------------------------------
@@ -41,7 +61,7 @@ def add(input, other, *, alpha=1):
         if isinstance(input, Tensor):
             return dispatch(_op("add"), (input, other), {"alpha": alpha})
         return dispatch(_op("add_scalar"), (other,), {"other": as_scalar(input) * alpha, "alpha": 1})
-    _check_tensor(input, "add")
+    _require_tensor(input, "add")
     return dispatch(_op("add_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
 
 
@@ -50,7 +70,7 @@ def sub(input, other, *, alpha=1):
         if isinstance(input, Tensor):
             return dispatch(_op("sub"), (input, other), {"alpha": alpha})
         return dispatch(_op("rsub_scalar"), (other,), {"other": as_scalar(input), "alpha": alpha})
-    _check_tensor(input, "sub")
+    _require_tensor(input, "sub")
     return dispatch(_op("sub_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
 
 
@@ -63,7 +83,7 @@ def mul(input, other):
         if isinstance(input, Tensor):
             return dispatch(_op("mul"), (input, other), {})
         return dispatch(_op("mul_scalar"), (other,), {"other": as_scalar(input)})
-    _check_tensor(input, "mul")
+    _require_tensor(input, "mul")
     return dispatch(_op("mul_scalar"), (input,), {"other": as_scalar(other)})
 
 
@@ -74,7 +94,7 @@ def div(input, other, *, rounding_mode=None):
         if isinstance(input, Tensor):
             return dispatch(_op("div"), (input, other), {})
         return mul(reciprocal(other), as_scalar(input))
-    _check_tensor(input, "div")
+    _require_tensor(input, "div")
     return dispatch(_op("div_scalar"), (input,), {"other": as_scalar(other)})
 
 
@@ -88,7 +108,7 @@ def pow(input, exponent):
         if isinstance(input, Tensor):
             return dispatch(_op("pow"), (input, exponent), {})
         return dispatch(_op("rpow_scalar"), (exponent,), {"base": as_scalar(input)})
-    _check_tensor(input, "pow")
+    _require_tensor(input, "pow")
     return dispatch(_op("pow_scalar"), (input,), {"exponent": as_scalar(exponent)})
 
 
@@ -133,10 +153,12 @@ clip = clamp
 
 
 def maximum(input, other):
+    _require_tensor(other, "maximum", "other", 2)
     return dispatch(_op("maximum"), (input, other), {})
 
 
 def minimum(input, other):
+    _require_tensor(other, "minimum", "other", 2)
     return dispatch(_op("minimum"), (input, other), {})
 
 
@@ -157,6 +179,7 @@ greater, less = gt, lt
 
 
 def logical_and(input, other):
+    _require_tensor(other, "logical_and", "other", 2)
     return dispatch(_op("logical_and"), (input, other), {})
 
 
@@ -206,8 +229,20 @@ def normalize_dims(dim, ndim: int):
     return (_normalize_dim(dim, ndim),)
 
 
+def reduction_dims(dim, ndim: int):
+    """The dims a reduction's op gets: None -> None (all, the dimless node); an empty list -> every
+    dim listed (PyTorch reduces all but records the dim form); 0 or -1 on a 0-dim tensor -> (),
+    since the tensor has no axis to reduce and NumPy refuses axis (0,) on it."""
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return tuple(range(ndim))
+    dims = normalize_dims(dim, ndim)
+    return dims if ndim else ()
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    attrs = {"dim": normalize_dims(dim, input._data.ndim), "keepdim": keepdim}
+    attrs = {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim}
     if dtype is not None:
         input = to_dtype(input, dtype)
     return dispatch(_op("sum"), (input,), attrs)
@@ -220,7 +255,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
         name = _dtypes.from_numpy_dtype(input._data.dtype).tensor_type[:-6]
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {name}")
-    return dispatch(_op("mean"), (input,), {"dim": normalize_dims(dim, input._data.ndim), "keepdim": keepdim})
+    return dispatch(_op("mean"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -246,11 +281,11 @@ def min(input, dim=None, keepdim=False):
 
 
 def amax(input, dim=(), keepdim=False):
-    return dispatch(_op("amax"), (input,), {"dim": normalize_dims(dim, input._data.ndim), "keepdim": keepdim})
+    return dispatch(_op("amax"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def amin(input, dim=(), keepdim=False):
-    return dispatch(_op("amin"), (input,), {"dim": normalize_dims(dim, input._data.ndim), "keepdim": keepdim})
+    return dispatch(_op("amin"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -276,7 +311,9 @@ def log_softmax(input, dim, dtype=None):
 
 
 def logsumexp(input, dim, keepdim=False):
-    dims = normalize_dims(dim, input._data.ndim) or tuple(range(input._data.ndim))
+    dims = reduction_dims(dim, input._data.ndim)
+    if dims is None:
+        dims = tuple(range(input._data.ndim))
     return dispatch(_op("logsumexp"), (input,), {"dim": dims, "keepdim": keepdim})
 
 
@@ -295,10 +332,16 @@ def bmm(input, mat2):
 
 
 def mv(input, vec):
+    if input._data.ndim == 0:
+        raise _no_dims(0)
+    if input._data.ndim != 2 or vec._data.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input._data.ndim}, {vec._data.ndim}")
     return dispatch(_op("mv"), (input, vec), {})
 
 
 def dot(input, other):
+    if input._data.ndim != 1 or other._data.ndim != 1:  # np.dot would multiply scalars or matrices
+        raise RuntimeError(f"1D tensors expected, but got {input._data.ndim}D and {other._data.ndim}D tensors")
     return dispatch(_op("dot"), (input, other), {})
 
 
@@ -431,9 +474,9 @@ def view(input, *shape):
 
 def flatten(input, start_dim=0, end_dim=-1):
     shape = input._data.shape
+    start, end = _normalize_dim(start_dim, len(shape)), _normalize_dim(end_dim, len(shape))
     if not shape:
         return reshape(input, (1,))
-    start, end = _normalize_dim(start_dim, len(shape)), _normalize_dim(end_dim, len(shape))
     if start > end:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if start == end:
@@ -477,7 +520,7 @@ def squeeze(input, dim=None, *, inplace_name=False):
     attrs = {"dim": None, "listed": False, "inplace": inplace_name}
     if dim is not None:
         ndim = input._data.ndim
-        dims = normalize_dims(dim, ndim) if ndim else (_normalize_dim(dim, 0) if isinstance(dim, int) else ())
+        dims = normalize_dims(dim, ndim)  # checks the dims even of a 0-dim tensor, which has none to squeeze
         attrs["dim"] = dims if ndim else ()
         attrs["listed"] = isinstance(dim, (list, tuple))
     return dispatch(_op("squeeze"), (input,), attrs)
@@ -518,6 +561,9 @@ def cat(tensors, dim=0):
     tensors = tuple(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    for position, t in enumerate(tensors):
+        if t._data.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {position}) cannot be concatenated")
     d = _normalize_dim(dim, tensors[0]._data.ndim)
     sizes = tuple(t._data.shape[d] if t._data.ndim > d else 0 for t in tensors)
     return dispatch(_op("cat"), tensors, {"dim": d, "sizes": sizes})
@@ -534,6 +580,7 @@ def stack(tensors, dim=0):
 
 
 def split(input, split_size_or_sections, dim=0):
+    _require_dims(input, "split expects at least a 1-dimensional tensor")
     d = _normalize_dim(dim, input._data.ndim)
     length = input._data.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -552,17 +599,21 @@ def split(input, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    _require_dims(input, "chunk expects at least a 1-dimensional tensor")
     length = input._data.shape[_normalize_dim(dim, input._data.ndim)]
     step = -(-length // chunks)
     return split(input, step, dim)
 
 
 def narrow(input, dim, start, length):
+    _require_dims(input, "narrow() cannot be applied to a 0-dim tensor.")
     d = _normalize_dim(dim, input._data.ndim)
     return dispatch(_op("slice"), (input,), {"dim": d, "start": start, "end": start + length, "step": 1})
 
 
 def unbind(input, dim=0):
+    if input._data.ndim == 0:
+        raise _no_dims(0)
     d = _normalize_dim(dim, input._data.ndim)
     return tuple(dispatch(_op("select"), (input,), {"dim": d, "index": i}) for i in range(input._data.shape[d]))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from staticgrad import functional as fn
 from staticgrad import indexing
 from staticgrad.ops import dtypes as _dtypes
@@ -71,6 +73,7 @@ METHODS = {
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
     # math
     "add": fn.add, "sub": fn.sub, "mul": fn.mul, "div": fn.div, "true_divide": fn.div, "pow": fn.pow,
+    "multiply": fn.mul, "subtract": fn.sub, "divide": fn.div, "negative": fn.neg,
     "neg": fn.neg, "exp": fn.exp, "log": fn.log, "tanh": fn.tanh, "sigmoid": fn.sigmoid, "relu": fn.relu,
     "sqrt": fn.sqrt, "rsqrt": fn.rsqrt, "reciprocal": fn.reciprocal, "abs": fn.abs, "sign": fn.sign,
     "square": fn.square, "clamp": fn.clamp, "clip": fn.clamp, "maximum": fn.maximum, "minimum": fn.minimum,
@@ -113,5 +116,19 @@ METHODS["detach_"] = _detach_
 for _name, _fn in METHODS.items():
     setattr(Tensor, _name, _fn)
 
+
+def _matrix_transpose(self):
+    """``.mT``: the last two dims swapped. PyTorch refuses a 1-D tensor and returns a 0-dim one itself
+    (deprecated, with a warning)."""
+    ndim = self._data.ndim
+    if ndim == 0:
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+                      UserWarning, stacklevel=2)
+        return self
+    if ndim == 1:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return fn.transpose(self, -2, -1)
+
+
 Tensor.T = property(lambda self: fn.permute(self, tuple(reversed(range(self._data.ndim)))))
-Tensor.mT = property(lambda self: fn.transpose(self, -2, -1))
+Tensor.mT = property(_matrix_transpose)

@@ -18,15 +18,38 @@ log_softmax = fn.log_softmax
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """PyTorch's linear: ``addmm`` for 2-D input with a bias (AddmmBackward0), flattened to 2-D
-    and viewed back for other ranks, plain ``matmul`` without a bias."""
+    """PyTorch's linear: ``addmm`` for 2-D input with a bias (AddmmBackward0); for other ranks with a
+    bias that is a row (1-D, or squeezes to 1-D) and a contiguous input, ``addmm`` on the input
+    flattened to 2-D, viewed back; otherwise ``matmul``, then the bias added (AddBackward0)."""
+    ndim, weight_ndim = input._data.ndim, weight._data.ndim
+    if ndim == 0 or weight_ndim == 0:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are {ndim}D and {weight_ndim}D")
     if bias is None:
         return fn.matmul(input, fn.t(weight))
-    if input._data.ndim == 2:
+    if ndim == 2:
         return fn.addmm(bias, input, fn.t(weight))
+    if not (_is_row(bias) and input.is_contiguous()):
+        return _add_bias(fn.matmul(input, fn.t(weight)), bias)
     out_shape = input._data.shape[:-1] + (weight._data.shape[0],)
-    flat = fn.reshape(input, (-1, input._data.shape[-1])) if input._data.ndim != 1 else fn.view(input, (1, -1))
+    flat = fn.reshape(input, (-1, input._data.shape[-1])) if ndim != 1 else fn.view(input, (1, -1))
     return fn.view(fn.addmm(bias, flat, fn.t(weight)), out_shape)
+
+
+def _is_row(bias: Tensor) -> bool:
+    """A bias PyTorch fuses into addmm for inputs of other ranks: contiguous and 1-D, or 1-D once
+    its size-1 dims are squeezed."""
+    shape = bias._data.shape
+    return (len(shape) == 1 or len([d for d in shape if d != 1]) == 1) and bias.is_contiguous()
+
+
+def _add_bias(output: Tensor, bias: Tensor) -> Tensor:
+    """``output + bias`` where PyTorch runs ``output.add_(bias)``: same node, and the same error when
+    the bias would broadcast the output to a bigger shape."""
+    result = fn.add(output, bias)
+    if result._data.shape != output._data.shape:
+        raise RuntimeError(f"output with shape {list(output._data.shape)} doesn't match the broadcast shape "
+                           f"{list(result._data.shape)}")
+    return result
 
 
 def _reduction_code(reduction: str) -> int:

@@ -36,9 +36,11 @@ def _check_target(target) -> None:
 
 def _nll(logp, target, reduction: int, ignore_index: int):
     """nll_loss for every input rank, dispatched as PyTorch's nll_loss_nd does."""
+    shape, target_shape = logp._data.shape, target._data.shape
+    if not shape:
+        raise ValueError("Expected 1 or more dimensions (got 0)")
     _check_target(target)
     attrs = {"reduction": reduction, "ignore_index": int(ignore_index)}
-    shape, target_shape = logp._data.shape, target._data.shape
     n = shape[0] if len(shape) > 1 else None
     if n is not None and target_shape[:1] != (n,):
         raise ValueError(f"Expected input batch_size ({n}) to match target batch_size "
@@ -71,7 +73,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     code = _reduction_code(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    if target._data.shape == input._data.shape and target._data.ndim:
+    if target._data.shape == input._data.shape:
         if target._data.dtype.kind != "f":
             raise RuntimeError("Expected floating point type for target with class probabilities, got "
                                f"{target.dtype.tensor_type[:-6]}")

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 # What an op is, for the passes that care: fusion groups "elementwise", the planner aliases
 # "view" outputs to their input, constant folding evaluates "factory", never "random".
 KINDS = ("elementwise", "reduction", "view", "matmul", "factory", "random", "other", "fused")
@@ -114,6 +116,12 @@ def lit(value) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"T({float(value)!r})"
     return repr(value)
+
+
+def as_array(value):
+    """``value`` as an ndarray: a ufunc given 0-dim arrays returns a NumPy scalar, which a later
+    ``out=`` cannot take (and which is immutable), so forwards wrap scratch results with this."""
+    return value if type(value) is np.ndarray else np.asarray(value)
 
 
 def shape_str(shape) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, amend, lit, register, with_emit
+from staticgrad.ops import OpDef, Save, amend, as_array, lit, register, with_emit
 
 
 def broadcast_error(shapes, attrs, exc):
@@ -189,7 +189,7 @@ _unary("tanh", lambda a, out=None: np.tanh(a, out=out), "TanhBackward0",
 
 
 def _sigmoid(a, out=None):
-    t = np.negative(a)
+    t = as_array(np.negative(a))
     np.exp(t, out=t)
     np.add(t, 1, out=t)
     return np.reciprocal(t, out=out)
@@ -258,7 +258,7 @@ _unary("clamp", _clamp, "ClampBackward1", _clamp_backward,
 # ---- dedicated backward ops (differentiable again, for create_graph) ------------------------
 
 def _tanh_backward(g, y, out=None):
-    t = np.multiply(y, y)
+    t = as_array(np.multiply(y, y))
     np.subtract(1, t, out=t)
     return np.multiply(g, t, out=out)
 
@@ -273,7 +273,7 @@ register(OpDef(
 
 
 def _sigmoid_backward(g, y, out=None):
-    t = np.subtract(1, y)
+    t = as_array(np.subtract(1, y))
     np.multiply(t, y, out=t)
     return np.multiply(g, t, out=out)
 

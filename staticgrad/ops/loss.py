@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, lit, register, with_emit
+from staticgrad.ops import OpDef, Save, as_array, lit, register, with_emit
 from staticgrad.ops.elementwise import broadcast_error
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
@@ -23,7 +23,7 @@ def _reduce(values, reduction, out):
 
 
 def _mse_loss(a, t, out=None, reduction=1):
-    diff = np.subtract(a, t)
+    diff = as_array(np.subtract(a, t))
     np.multiply(diff, diff, out=diff)
     return _reduce(diff, reduction, out)
 
@@ -46,6 +46,8 @@ def _mse_loss_emit(ins, out, at, shapes):
     count = 1
     for d in shapes[0]:
         count *= d
+    if not shapes[0] or count == 0:  # 0-dim operands make NumPy scalars (no out=); empty ones divide by 0
+        return None
     return (f"_d = np.subtract({ins[0]}, {ins[1]}); np.multiply(_d, _d, out=_d); "
             f"np.add.reduce(_d, axis=None, dtype=_d.dtype, out={out}); "
             f"np.true_divide({out}, {count}, out={out}, casting='unsafe')")
@@ -55,7 +57,7 @@ with_emit("mse_loss", _mse_loss_emit)
 
 
 def _mse_loss_backward(g, a, t, out=None, reduction=1):
-    diff = np.subtract(a, t)
+    diff = as_array(np.subtract(a, t))
     scale = 2.0 / diff.size if reduction == 1 else 2.0
     np.multiply(diff, np.asarray(scale, dtype=diff.dtype), out=diff)
     return np.multiply(diff, g, out=out)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, lit, register
+from staticgrad.ops import OpDef, Save, as_array, lit, register
 from staticgrad.ops.elementwise import broadcast_error
 
 
@@ -34,7 +34,7 @@ def _erf(a):
 
 def _tanh_inner(x):
     """tanh(sqrt(2/pi) * (x + 0.044715 x^3)), in PyTorch's order of operations."""
-    inner = x * x * x
+    inner = as_array(x * x * x)
     inner *= TANH_KAPPA
     inner += x
     inner *= TANH_BETA
@@ -112,6 +112,9 @@ def _batch_axes(ndim: int, normalized_shape) -> tuple:
 
 def _layer_norm_forward(has_weight: bool, has_bias: bool):
     def forward(x, *params, out=None, normalized_shape=(), eps=1e-5):
+        if not normalized_shape:  # PyTorch's check: an empty shape would normalize over nothing
+            raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                               f"least one element, but got normalized_shape = {list(normalized_shape)}")
         axes = _axes(x.ndim, normalized_shape)
         mean = np.mean(x, axis=axes, keepdims=True)
         centered = x - mean

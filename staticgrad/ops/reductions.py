@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register, with_emit
+from staticgrad.ops import OpDef, Save, as_array, register, with_emit
 
 
 def axis_error(shapes, attrs, exc):
@@ -119,6 +119,8 @@ register(OpDef("amin", _amin, "reduction", lambda at: "MinBackward1" if at.get("
 def _extreme_along(pick):
     """max/min along one dim: (values, int64 indices), like torch.max(x, dim)."""
     def forward(a, out=None, dim=0, keepdim=False):
+        if a.ndim == 0:  # PyTorch takes dim 0 or -1 of a 0-dim tensor: its one element, index 0
+            return a.copy(), np.zeros((), np.int64)
         indices = pick(a, axis=dim, keepdims=True)
         values = np.take_along_axis(a, indices, axis=dim)
         if not keepdim:
@@ -166,7 +168,10 @@ register(OpDef("argmin", _arg_extreme(np.argmin), "reduction", dtype_rule="index
 # ---- gather and its adjoint -------------------------------------------------------------------
 
 def _gather(a, index, out=None, dim=0):
-    result = np.take_along_axis(a, index, axis=dim)
+    if a.ndim == 0:  # a 0-dim input gathers like a 1-element vector; the result has the index's shape
+        result = np.take_along_axis(a.reshape(1), index.reshape(-1), axis=0).reshape(index.shape)
+    else:
+        result = np.take_along_axis(a, index, axis=dim)
     if out is None:
         return result
     np.copyto(out, result)
@@ -184,6 +189,9 @@ def _scatter_add_zeros(g, index, out=None, dim=0, sizes=()):
         out = np.zeros(sizes, dtype=g.dtype)
     else:
         out.fill(0)
+    if not sizes:  # a 0-dim self: scatter into its one element, seen as a 1-element vector
+        np.add.at(out.reshape(1), (index.reshape(-1),), g.reshape(-1))
+        return out
     grid = list(np.indices(index.shape, sparse=True))
     grid[dim] = index
     np.add.at(out, tuple(grid), g)
@@ -226,7 +234,7 @@ register(OpDef("logsumexp", _logsumexp, "reduction", "LogsumexpBackward0", _logs
 # ---- softmax family (numerically stable: shift by the max along dim) ------------------------
 
 def _softmax(a, out=None, dim=-1):
-    shifted = a - np.max(a, axis=dim, keepdims=True)
+    shifted = as_array(a - np.max(a, axis=dim, keepdims=True))
     np.exp(shifted, out=shifted)
     return np.true_divide(shifted, np.sum(shifted, axis=dim, keepdims=True), out=out)
 
@@ -244,14 +252,19 @@ def _softmax_bw(g, y, out=None, dim=-1):
     return np.multiply(y, np.subtract(g, total), out=out)
 
 
+def _listed(x, dim) -> tuple:
+    """``dim`` as the dims tuple a sum takes: none for a 0-dim ``x``, which has no axis."""
+    return (dim,) if len(x.shape) else ()
+
+
 def _softmax_bw_backward(F, gg, s, at, need):
     g, y, dim = s["grad_output"], s["output"], at["dim"]
     # d(out)/d(g) is softmax_backward itself; d(out)/d(y) = gg*g - gg*sum(g*y) - g*sum(gg*y)
     grad_g = F.softmax_backward(gg, y, dim=dim) if need[0] else None
     grad_y = None
     if need[1]:
-        gy_sum = F.sum(g * y, dim=(dim,), keepdim=True)
-        ggy_sum = F.sum(gg * y, dim=(dim,), keepdim=True)
+        gy_sum = F.sum(g * y, dim=_listed(y, dim), keepdim=True)
+        ggy_sum = F.sum(gg * y, dim=_listed(y, dim), keepdim=True)
         grad_y = gg * g - gg * gy_sum - g * ggy_sum
     return grad_g, grad_y
 
@@ -281,10 +294,10 @@ def _log_softmax_bw_backward(F, gg, s, at, need):
     p = F.exp(y)
     grad_g = None
     if need[0]:
-        grad_g = gg - F.sum(gg * p, dim=(dim,), keepdim=True)
+        grad_g = gg - F.sum(gg * p, dim=_listed(y, dim), keepdim=True)
     grad_y = None
     if need[1]:
-        grad_y = -(gg * p) * F.sum(g, dim=(dim,), keepdim=True)
+        grad_y = -(gg * p) * F.sum(g, dim=_listed(y, dim), keepdim=True)
     return grad_g, grad_y
 
 

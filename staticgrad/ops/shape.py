@@ -46,8 +46,13 @@ register(OpDef("unsafe_view", lambda a, out=None, shape=(): np.reshape(a, shape)
                lambda F, g, s, at, need: (_reshape_back(F, g, tuple(s["self_sym_sizes"])),),
                (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_reshape_error))
 
-register(OpDef("transpose", lambda a, out=None, dim0=0, dim1=1: np.swapaxes(a, dim0, dim1), "view",
-               "TransposeBackward0",
+
+def _transpose(a, out=None, dim0=0, dim1=1):
+    """Swap two dims; on a 0-dim tensor (dims 0 and -1 allowed, as in PyTorch) an identity view."""
+    return np.swapaxes(a, dim0, dim1) if a.ndim else a.view()
+
+
+register(OpDef("transpose", _transpose, "view", "TransposeBackward0",
                lambda F, g, s, at, need: (F.transpose(g, dim0=at["dim0"], dim1=at["dim1"]),),
                (Save("dim0", "attr:dim0", freed=False), Save("dim1", "attr:dim1", freed=False)), "same"))
 
@@ -298,7 +303,8 @@ register(OpDef("stack", _stack, "other", "StackBackward0",
 # ---- direct NumPy calls for generated replay code (views assign their output) -----------------
 
 with_emit("t", lambda ins, out, at, shapes: f"{out} = {ins[0]}.T")
-with_emit("transpose", lambda ins, out, at, shapes: f"{out} = np.swapaxes({ins[0]}, {at['dim0']}, {at['dim1']})")
+with_emit("transpose", lambda ins, out, at, shapes: (  # a 0-dim input calls the forward (an identity view)
+    None if shapes[0] == () else f"{out} = np.swapaxes({ins[0]}, {at['dim0']}, {at['dim1']})"))
 with_emit("permute", lambda ins, out, at, shapes: f"{out} = np.transpose({ins[0]}, {at['dims']!r})")
 with_emit("view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({at['shape']!r})")
 with_emit("unsafe_view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({at['shape']!r})")

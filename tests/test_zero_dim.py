@@ -1,6 +1,6 @@
 """0-dim tensors through every op a user can reach (torch-level functions, Tensor methods,
 nn.functional), forward, backward and double backward against PyTorch, with dims 0 and -1 where
-an op takes a dim; and compiled functions of 0-dim tensors replaying eager bit for bit."""
+an op takes a dim; and compiled steps with 0-dim parameters replaying eager bit for bit."""
 
 from __future__ import annotations
 
@@ -301,7 +301,74 @@ def test_sweep_reaches_every_public_op():
     assert not missing, f"add 0-dim cases for: {sorted(missing)}"
 
 
-# ---- compiled functions of 0-dim tensors replay eager bit for bit ---------------------------------
+# ---- compiled steps with 0-dim parameters replay eager bit for bit ----------------------------------
+
+rng = np.random.default_rng(7)
+BATCH = rng.standard_normal(100).astype(np.float32)            # > 8 values: NumPy sums them pairwise
+GRID = rng.standard_normal((30, 40)).astype(np.float32)
+COLUMN = rng.standard_normal((100, 1)).astype(np.float32)     # its size-1 dim vanishes in NumPy's sum
+
+
+def _affine(p, x):
+    return (x * p[0] + p[1]).tanh().sum()
+
+
+def _mse(p, x):
+    return staticgrad.nn.functional.mse_loss(x * p[0] + p[1], x)
+
+
+def _sum_dim(p, x):
+    return (x * p[0]).sum(0) * p[1]
+
+
+def _softmax_scalar(p, x):
+    return (p[0] * p[1]).sigmoid() * x.mean() + p[0].softmax(0)
+
+
+STEPS = {
+    "scale-shift-tanh": (_affine, [np.float32(0.5), np.float32(-0.1)], BATCH, "sgd"),
+    "mse-grid-momentum": (_mse, [np.float32(0.5), np.float32(0.1)], GRID, "momentum"),
+    "sum-dim0-adam": (_sum_dim, [np.float32(0.5), np.float32(2.0)], BATCH, "adam"),
+    "sigmoid-softmax": (_softmax_scalar, [np.float32(0.5), np.float32(1.5)], GRID, "sgd"),
+    "size-one-matrix": (lambda p, x: (x * p[0]).sum() + p[1], [np.full((1, 1), 0.5, np.float32),
+                                                               np.float32(0.0)], GRID, "sgd"),
+    "size-one-row": (lambda p, x: (x * p[0]).tanh().sum() * p[1], [np.full(1, 0.5, np.float32),
+                                                                   np.float32(2.0)], COLUMN, "sgd"),
+}
+
+
+def _step(loss_fn, values, kind):
+    params = [staticgrad.tensor(np.array(v), requires_grad=True) for v in values]
+    if kind == "adam":
+        opt = staticgrad.optim.Adam(params, lr=0.01)
+    else:
+        opt = staticgrad.optim.SGD(params, lr=0.01, momentum=0.9 if kind == "momentum" else 0.0)
+
+    def step(x):
+        opt.zero_grad()
+        loss = loss_fn(params, x)
+        loss.backward()
+        opt.step()
+        return loss
+    return params, step
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_compiled_step_with_zero_dim_parameters_equals_eager(name):
+    loss_fn, values, batch, kind = STEPS[name]
+    eager_params, eager = _step(loss_fn, values, kind)
+    compiled_params, compiled = _step(loss_fn, values, kind)
+    compiled = staticgrad.compile(compiled)
+    x = staticgrad.tensor(batch)
+    for call in range(4):
+        expected, got = eager(x), compiled(x)
+        assert np.array_equal(got.detach().numpy(), expected.detach().numpy()), f"loss differs at call {call}"
+        for k, (e, c) in enumerate(zip(eager_params, compiled_params)):
+            assert c.shape == e.shape
+            assert np.array_equal(c.detach().numpy(), e.detach().numpy()), f"parameter {k} differs at call {call}"
+            assert np.array_equal(c.grad.numpy(), e.grad.numpy()), f"gradient {k} differs at call {call}"
+    assert compiled.stats.replays >= 2
+
 
 def test_compiled_function_of_zero_dim_inputs_equals_eager():
     def fn(a, b):

@@ -48,3 +48,36 @@ _epoch_lock = threading.Lock()
 def bump_epoch() -> None:
     with _epoch_lock:
         Epoch.value += 1
+
+
+class EpochMapping:
+    """Mixin for a dict that compiled plans read holders from (a module's registries, optimizer
+    state, parameter groups): removing entries bumps the epoch, and ``update``/``setdefault`` go
+    through the class's own ``__setitem__``, which decides when a change bumps it."""
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        bump_epoch()
+
+    def pop(self, *args):
+        value = super().pop(*args)
+        bump_epoch()
+        return value
+
+    def popitem(self, *args):
+        item = super().popitem(*args)
+        bump_epoch()
+        return item
+
+    def clear(self):
+        super().clear()
+        bump_epoch()
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]

@@ -61,6 +61,17 @@ def adam(model):
     return sg.optim.Adam(model.parameters(), lr=0.01)
 
 
+def loss_step(model, opt):
+    """A training step for a model that returns its own loss."""
+    def step(x):
+        opt.zero_grad()
+        loss = model(x)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def tensors(batches):
     return [tuple(sg.tensor(a) for a in batch) for batch in batches]
 
@@ -137,16 +148,7 @@ def test_a_broadcast_parameter_sums_its_gradient_in_numpys_order(shape):
         def forward(self, x):
             return ((x * self.p + self.q) ** 2).sum()
 
-    def make_step(model, opt):
-        def step(x):
-            opt.zero_grad()
-            loss = model(x)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-
-    run_twins(Scale, sgd, make_step, data)
+    run_twins(Scale, sgd, loss_step, data)
 
 
 def test_transposed_activations_feed_matmuls_in_eager_layout():
@@ -165,13 +167,4 @@ def test_transposed_activations_feed_matmuls_in_eager_layout():
             h = sg.tanh(x.t())          # (33, 12), transposed layout in NumPy
             return (h @ self.w).sum() + (h * 2).sum(0).sum()
 
-    def make_step(model, opt):
-        def step(x):
-            opt.zero_grad()
-            loss = model(x)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-
-    run_twins(Model, sgd, make_step, data)
+    run_twins(Model, sgd, loss_step, data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
 
-from staticgrad._state import Tracing, bump_epoch
+from staticgrad._state import EpochMapping, Tracing, bump_epoch
 from staticgrad.autograd.grad_mode import no_grad
 from staticgrad.nn.parameter import Parameter
 from staticgrad.tensor import Tensor
@@ -12,38 +12,13 @@ from staticgrad.tensor import Tensor
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-class _Registry(OrderedDict):
+class _Registry(EpochMapping, OrderedDict):
     """A module's parameters, buffers or submodules by name: any change, even made straight to
     ``module._parameters``, bumps the state epoch so compiled plans re-check what they captured."""
 
     def __setitem__(self, key, value):
         super().__setitem__(key, value)
         bump_epoch()
-
-    def __delitem__(self, key):
-        super().__delitem__(key)
-        bump_epoch()
-
-    def pop(self, *args):
-        bump_epoch()
-        return super().pop(*args)
-
-    def popitem(self, last=True):
-        bump_epoch()
-        return super().popitem(last)
-
-    def clear(self):
-        bump_epoch()
-        super().clear()
-
-    def update(self, *args, **kwargs):
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def setdefault(self, key, default=None):
-        if key not in self:
-            self[key] = default
-        return self[key]
 
 
 class Module:

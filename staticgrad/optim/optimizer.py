@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import functools
 
-from staticgrad._state import Tracing, bump_epoch, phase
+from staticgrad._state import EpochMapping, Tracing, bump_epoch, phase
 from staticgrad.autograd.grad_mode import enable_grad, no_grad
 from staticgrad.tensor import Tensor
 
@@ -45,7 +45,7 @@ class WatchedList(list):
     del _changed, _name
 
 
-class ParamGroup(dict):
+class ParamGroup(EpochMapping, dict):
     """A parameter group. Changing a value in a way that flips a branch of the update rule
     (momentum to 0, nesterov on, new params) bumps the state epoch so compiled plans re-check
     their guards; changing it within a branch (a new lr) does not need to."""
@@ -58,37 +58,8 @@ class ParamGroup(dict):
         if old is _MISSING or _branch_class(old) != _branch_class(value):
             bump_epoch()
 
-    def __delitem__(self, key):
-        super().__delitem__(key)
-        bump_epoch()
 
-    def update(self, *args, **kwargs):
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def setdefault(self, key, default=None):
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-
-class _BumpsEpochOnRemoval:
-    """Removing entries from optimizer state moves the epoch (plans re-check their guards)."""
-
-    def __delitem__(self, key):
-        bump_epoch()
-        super().__delitem__(key)
-
-    def pop(self, *args):
-        bump_epoch()
-        return super().pop(*args)
-
-    def clear(self):
-        bump_epoch()
-        super().clear()
-
-
-class EpochDict(_BumpsEpochOnRemoval, dict):
+class EpochDict(EpochMapping, dict):
     """Per-parameter optimizer state: adding, replacing or removing entries bumps the state epoch."""
 
     def __setitem__(self, key, value):
@@ -96,12 +67,8 @@ class EpochDict(_BumpsEpochOnRemoval, dict):
             bump_epoch()
         super().__setitem__(key, value)
 
-    def update(self, *args, **kwargs):
-        bump_epoch()
-        super().update(*args, **kwargs)
 
-
-class OptimizerState(_BumpsEpochOnRemoval, defaultdict):
+class OptimizerState(EpochMapping, defaultdict):
     """``optimizer.state``: a defaultdict of EpochDicts that bumps the epoch on changes."""
 
     def __init__(self, *args):

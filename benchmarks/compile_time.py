@@ -43,6 +43,9 @@ def main() -> None:
     parser.add_argument("--size", default="tiny")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from staticgrad.bench.runner import machine_line
+
+    print(machine_line())
     if args.child:
         print(json.dumps(measure(args.size)))
         return

@@ -60,6 +60,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["tiny", "medium", "large"])
     args = parser.parse_args()
+    from staticgrad.bench.runner import machine_line
+
+    print(machine_line())
     print(f"{'size':<7} {'arena':>12} {'lower bound':>12} {'ratio':>6} {'replay allocs':>14} "
           f"{'replay total':>13} {'sg eager peak':>14} {'torch eager peak':>17}")
     for name in args.sizes:

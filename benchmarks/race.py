@@ -27,6 +27,9 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
+    from staticgrad.bench.runner import machine_line
+
+    print(machine_line())
     if args.threads and os.environ.get("STATICGRAD_RACE_THREADS") != str(args.threads):
         env = dict(os.environ, STATICGRAD_RACE_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
                    OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),

@@ -51,6 +51,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--depths", nargs="+", type=int, default=[60, 120, 240, 480, 700])
     args = parser.parse_args()
+    from staticgrad.bench.runner import machine_line
+
+    print(machine_line())
     print(f"{'depth':>6} {'ops':>7} {'trace+compile s':>16} {'first replay s':>15} {'planning ms':>12} {'planning us/op':>15}")
     for depth in args.depths:
         r = measure(depth)

@@ -37,5 +37,6 @@ def table(report: dict) -> str:
     lines.append(HOW)
     lines.append("us/op = (eager - kernels) / ops the eager step records; replay memory = its arena plus what a "
                  "replay allocates (outputs, new .grad tensors).")
-    lines.append(f"numpy {env['numpy']}, torch {env['torch'] or 'not installed'}, {env['cpus']} CPUs.")
+    lines.append(f"numpy {env['numpy']}, torch {env['torch'] or 'not installed'}, {env['cpus']} CPUs "
+                 f"({env['cpu']}), OpenBLAS core {env['blas_core']}.")
     return "\n".join(lines)

@@ -111,11 +111,43 @@ def run_size(size: MLPSize, steps: int, progress=None, use_torch: bool = True) -
     return result
 
 
+def blas_core() -> str:
+    """The kernel family NumPy's OpenBLAS runs (``SkylakeX``, ``Haswell``...): it sets the order in
+    which a matmul adds its products, so every report names it. "unknown" where it can't be asked."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and ".so" in line}
+    except OSError:
+        return "unknown"
+    for path in sorted(paths):
+        library = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+            function = getattr(library, name, None)
+            if function is not None:
+                function.restype = ctypes.c_char_p
+                return function().decode()
+    return "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment() -> dict:
     torch = _torch()
     return {
         "python": platform.python_version(), "numpy": np.__version__, "staticgrad": staticgrad.__version__,
         "torch": getattr(torch, "__version__", None), "cpus": os.cpu_count(),
+        "cpu": cpu_model(), "blas_core": blas_core(),
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
         "torch_threads": torch.get_num_threads() if torch is not None else None,
     }
@@ -135,3 +167,10 @@ def run(sizes, steps: int, use_torch: bool = True, show_progress: bool = True) -
         if progress is not None:
             progress.close()
     return {"environment": environment(), "results": results}
+
+
+def machine_line() -> str:
+    """The CPU and BLAS kernels a benchmark ran on, for the head of every report."""
+    env = environment()
+    return (f"{env['cpus']} CPUs ({env['cpu']}), OpenBLAS core {env['blas_core']}, numpy {env['numpy']}, "
+            f"torch {env['torch'] or 'not installed'}")

@@ -19,6 +19,8 @@ import types
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
+
 from staticgrad._state import Epoch, Tracing
 from staticgrad.autograd.grad_mode import GradMode
 from staticgrad.compiler.codegen import generate
@@ -90,6 +92,9 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         if Tracing.tracer is not None:
+            return self.fn(*args, **kwargs)
+        if _floating_point_errors_trapped():
+            self.stats.fallbacks += 1
             return self.fn(*args, **kwargs)
         key, flat, keep = signature(args, kwargs)
         entries = self._cache.get(key)
@@ -190,6 +195,16 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<staticgrad.compile of {self._name}: {len(self.plans)} plan(s), {self.stats}>"
+
+
+def _floating_point_errors_trapped() -> bool:
+    """``np.errstate``/``np.seterr`` asks floating-point errors to raise or call a function. Fused
+    kernels never signal them and a replay's side effects land in another order than eager's, so
+    such calls run eagerly: the error comes from the same op, with the same state, as without compile."""
+    return not _QUIET_ERRORS.issuperset(np.geterr().values())
+
+
+_QUIET_ERRORS = frozenset(("ignore", "warn"))
 
 
 def _captured_roles(record) -> dict:

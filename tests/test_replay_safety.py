@@ -403,3 +403,41 @@ def test_a_backward_into_an_arguments_outside_graph_is_refused_or_run_eagerly():
         got = run("eager")
     for a, b in zip(got, run(None)):
         np.testing.assert_array_equal(a, b)
+
+
+def _log_step():
+    p = sg.tensor([1.5, 2.0], requires_grad=True)
+    opt = sg.optim.SGD([p], lr=0.01)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (p * x).log().sum() + (x * p * 0.1).exp().sum()
+        loss.backward()
+        opt.step()
+        return loss
+    return p, step
+
+
+@pytest.mark.parametrize("bad", [[0.0, 1.0], [1000.0, 1.0]], ids=["log of zero", "exp overflow"])
+def test_a_step_under_errstate_raise_fails_as_eager_does(bad):
+    """Under np.errstate(all="raise") a compiled step raises the FloatingPointError eager raises,
+    at the same op, leaving the state eager leaves (zero_grad's None .grad): fused kernels would not
+    signal the error at all, so such calls run eagerly."""
+    (p_eager, eager), (p_compiled, compiled) = _log_step(), _log_step()
+    compiled = sg.compile(compiled)
+    for k in range(3):
+        x = sg.tensor([1.0 + k, 2.0])
+        assert np.array_equal(eager(x).detach().numpy(), compiled(x).detach().numpy())
+    assert compiled.stats.replays >= 1
+    results = []
+    for p, step in ((p_eager, eager), (p_compiled, compiled)):
+        with np.errstate(all="raise"):
+            with pytest.raises(FloatingPointError) as info:
+                step(sg.tensor(bad))
+        results.append((str(info.value), p.grad, p.detach().numpy().copy()))
+    assert results[0][0] == results[1][0]
+    assert results[0][1] is None and results[1][1] is None
+    assert np.array_equal(results[0][2], results[1][2])
+    x = sg.tensor([4.0, 2.0])
+    assert np.array_equal(eager(x).detach().numpy(), compiled(x).detach().numpy())
+    assert np.array_equal(p_eager.detach().numpy(), p_compiled.detach().numpy())

@@ -358,3 +358,18 @@ def test_accumulate_grad_nodes_point_at_their_leaf():
     acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
     assert acc.name() == "AccumulateGrad" and acc.variable is x
     assert (x * 3).grad_fn.next_functions[0][0] is acc, "one AccumulateGrad per leaf while the graph lives"
+
+
+def _integer_indexes_are_views(lib):
+    x = lib.tensor([1.0, 2.0])
+    w = lib.tensor([[1.0, 2.0], [3.0, 4.0]])
+    first, corner, row = x[0], w[1, 0], w[0]
+    x.add_(1)
+    w.mul_(2)
+    return first, corner, row
+
+
+def test_integer_indexing_gives_views_down_to_0_dim():
+    """x[0] of a vector and w[i, j] of a matrix are 0-d views: an in-place change of the base shows
+    through them, as in PyTorch (a bare NumPy integer index would have copied a scalar)."""
+    assert same_outcome(_integer_indexes_are_views) == ("ok", [2.0, 6.0, [2.0, 4.0]])

@@ -93,6 +93,20 @@ def _freeze(v: Any):
     return v
 
 
+def frozen_constant(array: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``array`` with its memory layout: broadcast (zero-stride) dimensions stay
+    broadcast. Layout picks NumPy's and BLAS's summation order, so a constant laid out otherwise than
+    the eager array it stands for would make a replay round differently."""
+    array = np.asarray(array)
+    if 0 in array.strides and array.size > 1:
+        compact = array[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in array.strides)]
+        frozen = np.broadcast_to(np.array(compact, copy=True), array.shape)
+    else:
+        frozen = np.array(array, copy=True)
+        frozen.flags.writeable = False
+    return frozen
+
+
 @dataclass
 class Graph:
     """A recorded program. ``results`` are the values a caller gets back (outputs, new

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.compiler.ir import Graph, Op, ScalarSlot, Value, freeze_attrs
+from staticgrad.compiler.ir import Graph, Op, ScalarSlot, Value, freeze_attrs, frozen_constant
 
 
 _DTYPE_NAMES: dict = {}  # dtype -> its name (np.dtype(...).name costs microseconds; a trace asks per value)
@@ -44,9 +44,7 @@ class Tape:
 
     def constant(self, array: np.ndarray) -> int:
         vid = self._value(array.shape, array.dtype, "constant")
-        frozen = np.array(array, copy=True)
-        frozen.flags.writeable = False
-        self.graph.constants[vid] = frozen
+        self.graph.constants[vid] = frozen_constant(array)
         return vid
 
     def scalar(self) -> ScalarSlot:

@@ -115,7 +115,8 @@ register(OpDef("alias", lambda a, out=None: a.view(), "view", "AliasBackward0",
 # ---- basic indexing: select and slice are views, as in PyTorch ----------------------------------
 
 def _select(a, out=None, dim=0, index=0):
-    return a[(slice(None),) * dim + (index,)]
+    # The trailing Ellipsis keeps a 0-d result a view (a bare integer index gives a NumPy scalar copy).
+    return a[(slice(None),) * dim + (index, Ellipsis)]
 
 
 def _select_backward(g, out=None, sizes=(), dim=0, index=0):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from staticgrad.compiler.ir import Graph, ScalarSlot
+from staticgrad.compiler.ir import Graph, ScalarSlot, frozen_constant
 
 
 def fold_constants(graph: Graph) -> tuple:
@@ -26,9 +26,14 @@ def fold_constants(graph: Graph) -> tuple:
             continue
         result = opdef.forward(*[constants[v] for v in op.inputs], **dict(op.attrs))
         out = op.outputs[0]
-        frozen = np.array(result, dtype=graph.values[out].dtype, copy=True)
-        frozen.flags.writeable = False
-        constants[out] = frozen
+        # As eager lays it out: a view keeps its strides (an expand stays broadcast), any other
+        # op's result is C-contiguous (dispatch makes owned results so).
+        if opdef.kind == "view":
+            constants[out] = frozen_constant(result)
+        else:
+            frozen = np.array(result, dtype=graph.values[out].dtype, order="C", copy=True)
+            frozen.flags.writeable = False
+            constants[out] = frozen
         values[out] = replace(values[out], kind="constant")
         changed = True
     if not changed:

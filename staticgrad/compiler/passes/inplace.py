@@ -56,9 +56,12 @@ def reads_in_place(op: Op, source: int, out: int) -> bool:
     """The op reads ``source`` only at the index where it writes ``out``, before writing it."""
     if op.op == "fused":
         kernel = op.attr_dict["kernel"]
-        arg, slot = op.inputs.index(source), op.outputs.index(out)
+        # Every argument position that passes ``source`` counts: a loop reading it through a second
+        # position would see the new value where it expects the old one.
+        args = {("in", k) for k, v in enumerate(op.inputs) if v == source}
+        slot = op.outputs.index(out)
         stores = [(n, pattern) for n, loop in enumerate(kernel.loops) for _, o, pattern in loop.stores if o == slot]
-        loads = [(n, pattern) for n, loop in enumerate(kernel.loops) for src, pattern in loop.loads if src == ("in", arg)]
+        loads = [(n, pattern) for n, loop in enumerate(kernel.loops) for src, pattern in loop.loads if src in args]
         sums = any(o == slot for loop in kernel.loops for _, o, _ in loop.sums)
         return not sums and len(stores) == 1 and bool(loads) and all(load == stores[0] for load in loads)
     if op.opdef.kind != "elementwise" or op.opdef.emit is None:

@@ -749,6 +749,7 @@ def test_random_programs_bigger_budget(options, max_examples):
 SGD = "lib.optim.SGD(params, lr=0.1)"
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("dtype, features, out", [("float32", 16, 8), ("float64", 17, 17)])
 def test_pinned_linear_weight_gradient(dtype, features, out):
     """(i) One linear layer on a batch of 8, SGD: the replayed weight gradient is eager's bit for bit
@@ -758,6 +759,7 @@ def test_pinned_linear_weight_gradient(dtype, features, out):
                        ["v0 = F.linear(x0, p0, p1)"], "F.mse_loss(v0, x1)", SGD))
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("leaves, line", [
     ({"x0": ((17, 17), "input"), "p0": ((1, 17), "param")}, "v0 = F.linear(x0, p0)"),
     ({"p0": ((17,), "param"), "x0": ((17, 8), "input")}, "v0 = p0 @ x0"),
@@ -769,6 +771,7 @@ def test_pinned_matmul_gradient_with_a_dimension_of_one(leaves, line):
     check(hand_written("float64", leaves, [line], "v0.sum()", SGD))
 
 
+@pytest.mark.bitexact
 def test_pinned_folded_matmul_weight_gradient():
     """(i) A (3, 17) parameter times a (2, 17, 12) batch, which matmul folds into one mm with the
     parameter transposed, as in a linear layer: its replayed gradient is eager's bit for bit."""
@@ -776,6 +779,7 @@ def test_pinned_folded_matmul_weight_gradient():
                        ["v0 = p0 @ x0"], "v0.sum()", SGD))
 
 
+@pytest.mark.bitexact
 def test_pinned_single_element_parameter_broadcast():
     """(ii) A (1,) parameter added to a (2, 2, 2) input: its gradient, a sum of 8 entries, is
     eager's bit for bit."""

@@ -50,6 +50,15 @@ def bump_epoch() -> None:
         Epoch.value += 1
 
 
+def note_stored_number(value) -> None:
+    """A number is being stored into module or optimizer state. A trace under way learns of it: a
+    float argument kept there must be its traced value on every later call, so the plan cannot
+    replay for other values of that argument."""
+    tracer = Tracing.tracer
+    if tracer is not None and isinstance(value, float) and type(value) is not float:
+        tracer.on_stored_number(value)
+
+
 class EpochMapping:
     """Mixin for a dict that compiled plans read holders from (a module's registries, optimizer
     state, parameter groups): removing entries bumps the epoch, and ``update``/``setdefault`` go

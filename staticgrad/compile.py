@@ -27,10 +27,11 @@ from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
+from staticgrad.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.plan import Plan
 from staticgrad.runtime.compiled import CompiledReplay
 from staticgrad.tensor import Tensor
-from staticgrad.tracing import Tracer
+from staticgrad.tracing import CallFloats, Tracer
 
 FALLBACKS = ("error", "eager")
 
@@ -83,7 +84,8 @@ class CompiledFunction:
     @property
     def plans(self) -> list:
         """Every plan traced so far, one per signature (and per guard state) seen."""
-        return [plan for entries in self._cache.values() for plan in entries]
+        plans = {id(plan): plan for entries in self._cache.values() for plan in entries}
+        return list(plans.values())
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -97,6 +99,9 @@ class CompiledFunction:
             self.stats.fallbacks += 1
             return self.fn(*args, **kwargs)
         key, flat, keep = signature(args, kwargs)
+        floats = float_arguments(args, kwargs)
+        if floats:
+            CallFloats.values = floats
         entries = self._cache.get(key)
         if entries:
             for plan in entries:
@@ -104,6 +109,11 @@ class CompiledFunction:
                     self.stats.fallbacks += 1
                     return self.fn(*args, **kwargs)
                 if plan.replayable and plan.guards_hold(flat):
+                    self.stats.replays += 1
+                    return plan.replay(flat)
+        if floats:
+            for plan in self._cache.get(without_float_values(key), ()):
+                if plan.guards_hold(flat):
                     self.stats.replays += 1
                     return plan.replay(flat)
         if sum(plan.replayable for plan in self.plans) >= self.max_plans:
@@ -115,7 +125,9 @@ class CompiledFunction:
                               "batch, reuse modules), or compile with a larger max_plans", RuntimeWarning,
                               stacklevel=2)
             return self.fn(*args, **kwargs)
-        return self._trace(key, args, kwargs, flat, keep)
+        if floats:
+            args, kwargs = as_replay_scalars(args, kwargs)
+        return self._trace(key, args, kwargs, flat, keep, bool(floats))
 
     def _what_changes(self, key, flat) -> str:
         """Why a call matched no plan: the arguments that differ from the newest plan's, or the
@@ -129,7 +141,7 @@ class CompiledFunction:
             return "a new call signature"
         return describe_difference(self.fn, next(reversed(self._cache)), key)  # against the newest signature
 
-    def _trace(self, key, args, kwargs, flat, keep):
+    def _trace(self, key, args, kwargs, flat, keep, floats: bool = False):
         started = time.perf_counter()
         epoch = Epoch.value  # the call may change guarded state: its plan re-checks before a first replay
         tracer = Tracer(self.fallback, self._name)
@@ -151,9 +163,9 @@ class CompiledFunction:
                 tracemalloc.stop()
         flat_out, tree = flatten_outputs(out)
         with self._lock:
-            return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started)
+            return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats)
 
-    def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started):
+    def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats=False):
         record = tracer.finish(flat_out)
         record.eager_peak_bytes = peak
         self.stats.traces += 1
@@ -181,8 +193,22 @@ class CompiledFunction:
                 self._fall_back(reason)
                 return out
         entries.insert(0, plan)
+        if floats:
+            self._share_over_float_values(key, plan)
         self.stats.compile_seconds += time.perf_counter() - started
         return out
+
+    def _share_over_float_values(self, key, plan) -> None:
+        """A plan traced with float arguments replays for any values of them once an earlier trace
+        with other values recorded the same program (see ``float_arguments``)."""
+        shared = without_float_values(key)
+        if shared in self._cache:
+            return
+        for other_key, entries in self._cache.items():
+            if other_key not in (key, shared) and without_float_values(other_key) == shared:
+                if any(p.replayable and same_recording(p.record, plan.record) for p in entries):
+                    self._cache[shared] = [plan]
+                    return
 
     def _fall_back(self, reason: str) -> None:
         if self.fallback == "error":

@@ -10,7 +10,9 @@ changing a tensor through a stale view, or keeping a tensor made inside the call
 
 from __future__ import annotations
 
+import math
 import operator
+import threading
 import weakref
 from dataclasses import dataclass, field
 
@@ -50,29 +52,31 @@ class ScalarRef(float):
         if isinstance(other, ScalarRef):
             a, b = (other, self) if reflected else (self, other)
             ga, gb = a.getter, b.getter
-            return ScalarRef(fn(float(a), float(b)), lambda: fn(ga(), gb()), (name, a.key, b.key))
+            return ScalarRef(fn(_raw(a), _raw(b)), lambda: fn(ga(), gb()), (name, a.key, b.key))
         if isinstance(other, (int, float)) and not isinstance(other, bool):
             g = self.getter
             if reflected:
-                return ScalarRef(fn(other, float(self)), lambda: fn(other, g()), (name, other, self.key))
-            return ScalarRef(fn(float(self), other), lambda: fn(g(), other), (name, self.key, other))
+                return ScalarRef(fn(other, _raw(self)), lambda: fn(other, g()), (name, other, self.key))
+            return ScalarRef(fn(_raw(self), other), lambda: fn(g(), other), (name, self.key, other))
         return NotImplemented
 
     def __neg__(self):
         g = self.getter
-        return ScalarRef(-float(self), lambda: -g(), ("neg", self.key))
+        return ScalarRef(-_raw(self), lambda: -g(), ("neg", self.key))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
         g = self.getter
-        return ScalarRef(abs(float(self)), lambda: abs(g()), ("abs", self.key))
+        return ScalarRef(abs(_raw(self)), lambda: abs(g()), ("abs", self.key))
 
     def _compare(self, other, fn):
-        result = fn(float(self), float(other))
+        result = fn(_raw(self), _raw(other) if type(other) is ScalarRef else other)
         tracer = Tracing.tracer
-        if tracer is not None:
+        if tracer is not None and (_reads_argument(self) or _reads_argument(other)):
+            tracer.float_argument_read_as_value()
+        elif tracer is not None:
             g = self.getter
             other_getter = other.getter if isinstance(other, ScalarRef) else (lambda: other)
             tracer.add_guard(lambda: fn(g(), other_getter()), result, f"a comparison of {self.key}")
@@ -84,8 +88,88 @@ class ScalarRef(float):
     def __hash__(self):
         return float.__hash__(self)
 
+    # Python turns a float argument into something else through these (a loop count, a shape, a
+    # string): a plan that did so holds the value itself and replays only for that value.
+    def _as_value(self, convert, *args):
+        tracer = Tracing.tracer
+        if tracer is not None and _reads_argument(self):
+            tracer.float_argument_read_as_value()
+        return convert(_raw(self), *args)
+
+    def __float__(self):
+        return self._as_value(float)
+
+    def __int__(self):
+        return self._as_value(int)
+
+    def __trunc__(self):
+        return self._as_value(math.trunc)
+
+    def __floor__(self):
+        return self._as_value(math.floor)
+
+    def __ceil__(self):
+        return self._as_value(math.ceil)
+
+    def __round__(self, ndigits=None):
+        return self._as_value(round, ndigits)
+
+    def __format__(self, spec):
+        return self._as_value(format, spec)
+
+    def __repr__(self):
+        return self._as_value(repr)
+
+    def __str__(self):
+        return self._as_value(str)
+
+    def is_integer(self):
+        return self._as_value(float.is_integer)
+
+    def as_integer_ratio(self):
+        return self._as_value(float.as_integer_ratio)
+
+    def __divmod__(self, other):
+        return self._as_value(divmod, other)
+
+    def __floordiv__(self, other):
+        return self._as_value(operator.floordiv, other)
+
+    def __mod__(self, other):
+        return self._as_value(operator.mod, other)
+
     def __reduce__(self):
-        return (float, (float(self),))
+        return (float, (_raw(self),))
+
+
+_raw = float.__float__   # a ScalarRef's value as a plain float, without the conversions' bookkeeping
+
+
+def argument_scalar(value: float, index: int) -> ScalarRef:
+    """A Python float argument of a compiled function, as a trace sees it: the replay reads the
+    value of the call being replayed (``CallFloats.values[index]``)."""
+    return ScalarRef(value, lambda: CallFloats.values[index], ("argument", index))
+
+
+class _CallFloats(threading.local):
+    values: list = []
+
+
+CallFloats = _CallFloats()   # the float arguments of this thread's current compiled call
+
+
+def _reads_argument(x) -> bool:
+    """``x`` is a ScalarRef computed from a float argument (its key names one)."""
+    if type(x) is not ScalarRef:
+        return False
+    stack = [x.key]
+    while stack:
+        key = stack.pop()
+        if isinstance(key, tuple):
+            if key[:1] == ("argument",):
+                return True
+            stack.extend(key)
+    return False
 
 
 def _binary(fn, name, reflected=False):
@@ -149,6 +233,7 @@ class TraceRecord:
     failure: str | None = None
     escapes: list = field(default_factory=list)
     eager_peak_bytes: int | None = None   # measured during the traced (eager) call
+    float_arguments_static: bool = False  # Python made a plain value of a float argument
 
 
 @dataclass
@@ -187,6 +272,7 @@ class Tracer:
         self._guarded_modules: dict = {}
         self._outside_nodes: dict = {}  # id(grad_fn) of tensors from outside -> how to name them
         self._start_serial = serial_mark()
+        self.float_arguments_static = False
 
     # ---- binding tensors to values --------------------------------------------------------
 
@@ -329,11 +415,20 @@ class Tracer:
     def concrete_attrs(self, attrs: dict) -> dict:
         for v in attrs.values():
             if type(v) is ScalarRef:
-                return {k: float(x) if type(x) is ScalarRef else x for k, x in attrs.items()}
+                return {k: _raw(x) if type(x) is ScalarRef else x for k, x in attrs.items()}
         return attrs
 
     def dynamic_scalar(self, value, getter, label) -> ScalarRef:
         return ScalarRef(value, getter, label)
+
+    def float_argument_read_as_value(self) -> None:
+        """Python code turned a float argument into a plain value (a comparison, int(), a string):
+        the plan holds what it made of this call's value, so it must not replay for other values."""
+        self.float_arguments_static = True
+
+    def on_stored_number(self, value) -> None:
+        if _reads_argument(value):
+            self.float_argument_read_as_value()
 
     def add_guard(self, check, expected, label: str) -> None:
         self._guards.append(Guard(check, expected, label))

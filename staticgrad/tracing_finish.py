@@ -16,7 +16,7 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
     record = TraceRecord(graph=None, input_count=len(tracer._input_ids), captured=tracer._captured,
                          scalar_getters=tracer._scalar_getters, state_guards=tracer._guards,
                          input_guards=tracer._input_guards, outputs=[], grad_slots=[], version_bumps=[],
-                         failure=tracer.failure)
+                         failure=tracer.failure, float_arguments_static=tracer.float_arguments_static)
     if tracer.failure is not None:
         return record
     results, result_index = [], {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
 
-from staticgrad._state import EpochMapping, Tracing, bump_epoch
+from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number
 from staticgrad.autograd.grad_mode import no_grad
 from staticgrad.nn.parameter import Parameter
 from staticgrad.tensor import Tensor
@@ -69,6 +69,7 @@ class Module:
             self._buffers[name] = value
             bump_epoch()
         else:
+            note_stored_number(value)
             object.__setattr__(self, name, value)
 
     def _discard(self, name, keep=None):

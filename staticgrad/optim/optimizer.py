@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import functools
 
-from staticgrad._state import EpochMapping, Tracing, bump_epoch, phase
+from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number, phase
 from staticgrad.autograd.grad_mode import enable_grad, no_grad
 from staticgrad.tensor import Tensor
 
@@ -51,6 +51,7 @@ class ParamGroup(EpochMapping, dict):
     their guards; changing it within a branch (a new lr) does not need to."""
 
     def __setitem__(self, key, value):
+        note_stored_number(value)
         old = self.get(key, _MISSING)
         if key == "params" and isinstance(value, list) and not isinstance(value, WatchedList):
             value = WatchedList(value)
@@ -63,6 +64,7 @@ class EpochDict(EpochMapping, dict):
     """Per-parameter optimizer state: adding, replacing or removing entries bumps the state epoch."""
 
     def __setitem__(self, key, value):
+        note_stored_number(value)
         if key not in self or self[key] is not value:
             bump_epoch()
         super().__setitem__(key, value)

@@ -7,6 +7,8 @@ to (N, C, 1, -1) first.
 
 from __future__ import annotations
 
+import math
+
 from staticgrad import functional as fn
 from staticgrad.dispatch import dispatch
 from staticgrad.functional import masked_fill_
@@ -53,8 +55,9 @@ def _nll(logp, target, reduction: int, ignore_index: int):
         return dispatch(OPS["nll_loss2d"], (logp, target), attrs)
     if target_shape[1:] != shape[2:]:
         raise RuntimeError(f"Expected target size {[n] + list(shape[2:])}, got {list(target_shape)}")
-    logp4 = fn.view(logp.contiguous(), (n, shape[1], 1, -1))
-    loss = dispatch(OPS["nll_loss2d"], (logp4, fn.view(target.contiguous(), (n, 1, -1))), attrs)
+    rest = math.prod(shape[2:])  # not -1: with no elements it would be ambiguous
+    logp4 = fn.view(logp.contiguous(), (n, shape[1], 1, rest))
+    loss = dispatch(OPS["nll_loss2d"], (logp4, fn.view(target.contiguous(), (n, 1, rest))), attrs)
     return fn.view(loss, (n,) + shape[2:]) if reduction == REDUCTIONS["none"] else loss
 
 
@@ -93,6 +96,8 @@ def _smoothing_term(logp, target, reduction: int, ignore_index: int, class_dim: 
     ignored = fn.eq(target, ignore_index)
     smooth = masked_fill_(fn.neg(fn.sum(logp, class_dim)), ignored, 0.0)
     if reduction == REDUCTIONS["mean"]:
+        if not target._data.size:  # the mean of no terms: nan, as PyTorch gives, without dividing 0 by 0
+            return fn.mul(fn.sum(smooth), math.nan)
         counted = fn.to_dtype(fn.sum(fn.logical_not(ignored)), smooth.dtype)
         return fn.div(fn.sum(smooth), counted)
     if reduction == REDUCTIONS["sum"]:

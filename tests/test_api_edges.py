@@ -85,3 +85,108 @@ def test_training_step_on_an_empty_batch_gives_nan_loss_and_zero_gradients(loss_
         assert np.isnan(got[0]) and not got[1].any() and not got[2].any()
         for w, g, r in zip(want, got, again):
             assert np.array_equal(g, w, equal_nan=True) and np.array_equal(r, g, equal_nan=True)
+
+
+# ---- non-Tensor arguments: PyTorch's TypeError, naming the function, argument and type ----------
+
+def _t(lib, *shape):
+    return lib.ones(*shape) if shape else lib.ones(2, 3)
+
+
+# How each torch-level function is called with ``bad`` (an ndarray, a list or None) as a tensor
+# argument; every other argument is valid.
+NOT_TENSOR_CALLS = {
+    **{name: (lambda n: lambda lib, bad: getattr(lib, n)(bad))(name) for name in [
+        "abs", "exp", "log", "neg", "negative", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "sqrt", "square",
+        "tanh", "logical_not", "clone", "detach", "sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin",
+        "flatten", "t", "squeeze", "unbind", "tril", "triu"]},
+    **{name: (lambda n: lambda lib, bad: getattr(lib, n)(bad, _t(lib)))(name) for name in [
+        "add", "sub", "mul", "div", "pow", "multiply", "subtract", "divide", "true_divide", "maximum", "minimum",
+        "logical_and", "eq", "ne", "lt", "le", "gt", "ge"]},
+    **{name: (lambda n: lambda lib, bad: getattr(lib, n)(_t(lib), bad))(name) for name in [
+        "maximum", "minimum", "logical_and"]},
+    "clamp": lambda lib, bad: lib.clamp(bad, 0.0),
+    "clip": lambda lib, bad: lib.clip(bad, 0.0),
+    "softmax": lambda lib, bad: lib.softmax(bad, 0),
+    "log_softmax": lambda lib, bad: lib.log_softmax(bad, 0),
+    "logsumexp": lambda lib, bad: lib.logsumexp(bad, 0),
+    "gather": lambda lib, bad: lib.gather(bad, 0, lib.zeros(1, 3, dtype=lib.int64)),
+    "gather/index": lambda lib, bad: lib.gather(_t(lib), 0, bad),
+    "mm": lambda lib, bad: lib.mm(bad, _t(lib, 3, 2)),
+    "mm/mat2": lambda lib, bad: lib.mm(_t(lib), bad),
+    "bmm": lambda lib, bad: lib.bmm(bad, _t(lib, 1, 3, 2)),
+    "bmm/mat2": lambda lib, bad: lib.bmm(_t(lib, 1, 2, 3), bad),
+    "mv": lambda lib, bad: lib.mv(bad, _t(lib, 3)),
+    "mv/vec": lambda lib, bad: lib.mv(_t(lib), bad),
+    "dot": lambda lib, bad: lib.dot(bad, _t(lib, 3)),
+    "dot/tensor": lambda lib, bad: lib.dot(_t(lib, 3), bad),
+    "addmm": lambda lib, bad: lib.addmm(bad, _t(lib), _t(lib, 3, 3)),
+    "addmm/mat1": lambda lib, bad: lib.addmm(_t(lib), bad, _t(lib, 3, 3)),
+    "addmm/mat2": lambda lib, bad: lib.addmm(_t(lib), _t(lib, 2, 2), bad),
+    "matmul": lambda lib, bad: lib.matmul(bad, _t(lib, 3, 2)),
+    "matmul/other": lambda lib, bad: lib.matmul(_t(lib), bad),
+    "reshape": lambda lib, bad: lib.reshape(bad, (-1,)),
+    "transpose": lambda lib, bad: lib.transpose(bad, 0, 1),
+    "swapaxes": lambda lib, bad: lib.swapaxes(bad, 0, 1),
+    "permute": lambda lib, bad: lib.permute(bad, (1, 0)),
+    "unsqueeze": lambda lib, bad: lib.unsqueeze(bad, 0),
+    "expand": lambda lib, bad: (lib.expand if lib is staticgrad else lib.expand_copy)(bad, (2, 3)),
+    "split": lambda lib, bad: lib.split(bad, 1),
+    "chunk": lambda lib, bad: lib.chunk(bad, 2),
+    "narrow": lambda lib, bad: lib.narrow(bad, 0, 0, 1),
+    "cat": lambda lib, bad: lib.cat(bad),
+    "cat/element": lambda lib, bad: lib.cat([_t(lib), bad]),
+    "concat": lambda lib, bad: lib.concat([bad, _t(lib)]),
+    "concatenate": lambda lib, bad: lib.concatenate(bad),
+    "stack": lambda lib, bad: lib.stack([bad, _t(lib)]),
+    "where": lambda lib, bad: lib.where(bad, _t(lib), _t(lib)),
+    "masked_fill": lambda lib, bad: lib.masked_fill(bad, _t(lib) > 0, 1.0),
+    "F.linear": lambda lib, bad: lib.nn.functional.linear(bad, _t(lib, 4, 3)),
+    "F.linear/weight": lambda lib, bad: lib.nn.functional.linear(_t(lib), bad),
+    "F.linear/bias": lambda lib, bad: lib.nn.functional.linear(_t(lib), _t(lib, 4, 3), bad),
+    "nn.Linear": lambda lib, bad: lib.nn.Linear(3, 4)(bad),
+    "F.mse_loss": lambda lib, bad: lib.nn.functional.mse_loss(bad, _t(lib)),
+    "F.leaky_relu": lambda lib, bad: lib.nn.functional.leaky_relu(bad),
+    "F.relu": lambda lib, bad: lib.nn.functional.relu(bad),
+    "F.softmax": lambda lib, bad: lib.nn.functional.softmax(bad, 0),
+    "F.cross_entropy": lambda lib, bad: lib.nn.functional.cross_entropy(bad, lib.zeros(2, dtype=lib.int64)),
+    "F.cross_entropy/target": lambda lib, bad: lib.nn.functional.cross_entropy(_t(lib), bad),
+    "F.nll_loss": lambda lib, bad: lib.nn.functional.nll_loss(bad, lib.zeros(2, dtype=lib.int64)),
+    "F.nll_loss/target": lambda lib, bad: lib.nn.functional.nll_loss(_t(lib), bad),
+}
+
+BAD_VALUES = {"ndarray": lambda: np.ones((2, 3), np.float32), "list": lambda: [1.0, 2.0], "None": lambda: None}
+
+
+def _outcome(lib, call, bad):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            call(lib, bad)
+        except Exception as exc:  # the exception is the outcome compared
+            return exc
+    return None
+
+
+@pytest.mark.parametrize("bad", list(BAD_VALUES))
+@pytest.mark.parametrize("name", list(NOT_TENSOR_CALLS))
+def test_non_tensor_argument_raises_torchs_type_error(name, bad):
+    call = NOT_TENSOR_CALLS[name]
+    if name == "F.linear/bias" and bad == "None":
+        pytest.skip("bias=None is linear without a bias")
+    got = _outcome(staticgrad, call, BAD_VALUES[bad]())
+    assert isinstance(got, TypeError), f"{type(got).__name__}: {got}"
+    expected = _outcome(torch, call, BAD_VALUES[bad]())  # torch has no torch.expand: expand_copy stands in
+    want = str(expected).split("\n")[0]
+    if name != "expand" and (isinstance(expected, TypeError) and "must be" in want or "expected Tensor as" in want):
+        assert str(got) == want  # where PyTorch names the argument, the same words
+    else:  # PyTorch lists its overloads (or fails elsewhere); staticgrad names the argument
+        assert "must be Tensor" in str(got) or "must be tuple of Tensors" in str(got) or "expected Tensor" in str(got)
+
+
+def test_every_torch_level_function_refuses_non_tensors():
+    torch_level = {n for n in dir(staticgrad) if not n.startswith("_") and callable(getattr(staticgrad, n))
+                   and getattr(staticgrad.functional, n, None) is getattr(staticgrad, n)
+                   and getattr(staticgrad, n) is not staticgrad.Tensor}
+    missing = torch_level - {name.split("/")[0] for name in NOT_TENSOR_CALLS}
+    assert not missing, f"add non-Tensor cases for: {sorted(missing)}"

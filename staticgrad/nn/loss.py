@@ -2,7 +2,7 @@
 
 Inputs are (C,) with a 0-dim target, (N, C) with target (N,), or (N, C, d1, ...) with target
 (N, d1, ...), as in PyTorch: 4-D inputs use NllLoss2DBackward0, other ranks above 2 are viewed
-to (N, C, 1, -1) first.
+to (N, C, 1, d1 * ...) first.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ def _nll(logp, target, reduction: int, ignore_index: int):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
              reduction: str = "mean"):
     """Negative log likelihood of the target classes, given log-probabilities over dim 1."""
+    fn.require_tensor(input, "nll_loss_nd")
+    fn.require_tensor(target, "nll_loss_nd", "target", 2)
     _refuse_class_weights(weight)
     return _nll(input, target, _reduction_code(reduction), ignore_index)
 
@@ -72,6 +74,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
                   reduction: str = "mean", label_smoothing: float = 0.0):
     """log_softmax over the class dim (dim 1, or 0 for a (C,) input) followed by nll_loss; label_smoothing
     mixes in the mean over classes of -log p, as PyTorch does."""
+    fn.require_tensor(input, "cross_entropy_loss")
+    fn.require_tensor(target, "cross_entropy_loss", "target", 2)
     _refuse_class_weights(weight)
     code = _reduction_code(reduction)
     if not 0.0 <= label_smoothing <= 1.0:

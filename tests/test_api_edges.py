@@ -190,3 +190,52 @@ def test_every_torch_level_function_refuses_non_tensors():
                    and getattr(staticgrad, n) is not staticgrad.Tensor}
     missing = torch_level - {name.split("/")[0] for name in NOT_TENSOR_CALLS}
     assert not missing, f"add non-Tensor cases for: {sorted(missing)}"
+
+
+# ---- the node PyTorch records -------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduce", [
+    lambda lib, x: x.sum(()), lambda lib, x: x.mean([]), lambda lib, x: lib.amax(x), lambda lib, x: x.amin(()),
+    lambda lib, x: x.amax((0, 1))])
+def test_reduction_over_an_empty_dim_list_reduces_all_and_records_the_dim_form(reduce):
+    compare(reduce, [np.linspace(-1, 1, 6).reshape(2, 3)], double=True)  # SumBackward1, AmaxBackward0...
+
+
+LINEAR_INPUTS = {
+    "1d-row-bias": ((3,), (2,)),
+    "1d-scalar-bias": ((3,), ()),
+    "2d-scalar-bias": ((4, 3), ()),
+    "3d-row-bias": ((5, 4, 3), (2,)),
+    "3d-(1,2)-bias": ((5, 4, 3), (1, 2)),
+    "3d-(4,2)-bias": ((5, 4, 3), (4, 2)),
+    "3d-scalar-bias": ((5, 4, 3), ()),
+    "3d-transposed": ((4, 5, 3), (2,)),
+}
+
+
+@pytest.mark.parametrize("case", list(LINEAR_INPUTS))
+def test_linear_records_pytorchs_nodes_for_every_input_and_bias_shape(case):
+    x_shape, b_shape = LINEAR_INPUTS[case]
+
+    def linear(lib, x, w, b):
+        x = x.transpose(0, 1) if case == "3d-transposed" else x
+        return lib.nn.functional.linear(x, w, b)
+
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(x_shape), rng.standard_normal((2, 3)), rng.standard_normal(b_shape)]
+    out = compare(linear, arrays)
+    t_out = linear(torch, *[torch.tensor(a, requires_grad=True) for a in arrays])
+    names = [None if f is None else f.name() for f, _ in out.grad_fn.next_functions]
+    t_names = [None if f is None else f.name().split("::")[-1] for f, _ in t_out.grad_fn.next_functions]
+    assert names == t_names
+
+
+def test_linear_bias_that_would_grow_the_output_is_refused():
+    def linear(lib):
+        return lib.nn.functional.linear(lib.ones(3), lib.ones(2, 3), lib.ones(4, 2))
+
+    with pytest.raises(RuntimeError) as t_info:
+        linear(torch)
+    with pytest.raises(RuntimeError) as s_info:
+        linear(staticgrad)
+    assert str(s_info.value) == str(t_info.value).split("\n")[0]

@@ -1,5 +1,6 @@
 """Edges of the public API against PyTorch: losses on an empty batch, non-Tensor arguments to the
-torch-level functions, and the node PyTorch records for linear and for reductions over dim=()."""
+torch-level functions, the node PyTorch records for linear and for reductions over dim=(), and
+the dtype staticgrad.tensor infers from NumPy scalars, arrays and sequences."""
 
 from __future__ import annotations
 
@@ -239,3 +240,42 @@ def test_linear_bias_that_would_grow_the_output_is_refused():
     with pytest.raises(RuntimeError) as s_info:
         linear(staticgrad)
     assert str(s_info.value) == str(t_info.value).split("\n")[0]
+
+
+# ---- the dtype of staticgrad.tensor(data): PyTorch's inference -----------------------------------
+
+# data -> the dtype torch.tensor(data) gives (PyTorch 2.13): a NumPy scalar or array keeps its dtype,
+# a Python float is the default float32, and a sequence promotes its elements' types
+INFERRED_DTYPES = [
+    (np.float64(0.1), "float64"), (np.float32(0.1), "float32"), (np.float16(0.1), "float16"),
+    (np.int64(3), "int64"), (np.int32(3), "int32"), (np.int16(3), "int16"), (np.int8(3), "int8"),
+    (np.uint8(3), "uint8"), (np.bool_(True), "bool"),
+    (np.array(0.1), "float64"), (np.array(0.1, np.float32), "float32"), (np.array(3), "int64"),
+    (np.array(3, np.int32), "int32"), (np.array(True), "bool"),
+    (0.1, "float32"), (3, "int64"), (True, "bool"), ([], "float32"), ([[]], "float32"),
+    ([np.float64(0.1), np.float64(0.2)], "float64"), ([0.1, np.float64(0.2)], "float64"),
+    ([[np.float64(1.0), 2], [3, True]], "float64"), ((np.float32(1.0), 2.0), "float32"),
+    ([np.int32(1), np.int32(2)], "int32"), ([np.int32(1), 2], "int64"), ([np.int64(1), 1.5], "float32"),
+    ([np.float16(1.0), 1], "float16"), ([np.float16(1.0), 1.0], "float32"),
+    ([np.uint8(1), np.int8(1)], "int16"), ([np.uint8(200), -1], "int64"), ([np.bool_(True)], "bool"),
+    ([np.ones(2), np.ones(2)], "float64"), ([np.ones(2, np.float32), [1.0, 2.0]], "float32"),
+]
+
+
+@pytest.mark.parametrize("data, expected", INFERRED_DTYPES, ids=[repr(d) for d, _ in INFERRED_DTYPES])
+def test_tensor_infers_pytorchs_dtype_from_numpy_scalars_arrays_and_sequences(data, expected):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: a list of ndarrays is slow
+        assert str(torch.tensor(data).dtype) == f"torch.{expected}"
+    made = staticgrad.tensor(data)
+    assert made.dtype == getattr(staticgrad, expected)
+    np.testing.assert_array_equal(made.numpy(), np.array(data, dtype=expected))
+    assert staticgrad.as_tensor(data).dtype == made.dtype
+
+
+def test_tensor_of_a_numpy_scalar_keeps_its_value_and_tensors_in_a_list_their_dtype():
+    assert staticgrad.tensor(np.float64(0.1)).item() == 0.1  # not rounded through float32
+    assert staticgrad.tensor([staticgrad.tensor(1.0, dtype=staticgrad.float64), 2.0]).dtype == staticgrad.float64
+    assert staticgrad.tensor(np.float64(0.1), dtype=staticgrad.float32).dtype == staticgrad.float32
+    with pytest.raises(TypeError, match="complex64"):
+        staticgrad.tensor(np.complex64(1))  # PyTorch has complex tensors; staticgrad does not

@@ -21,15 +21,47 @@ def _np_dtype(dtype, default=None):
 
 
 def _infer_dtype(data) -> np.dtype:
-    """PyTorch's inference for Python data: floats -> float32, ints -> int64, bools -> bool."""
-    flat = np.asarray(data)
-    if flat.dtype.kind == "f":
-        return _dtypes.DEFAULT_FLOAT.np if not isinstance(data, np.ndarray) else flat.dtype
-    if flat.dtype.kind in "iu":
-        return np.dtype(np.int64) if not isinstance(data, np.ndarray) else flat.dtype
-    if flat.dtype.kind == "b":
-        return np.dtype(np.bool_)
-    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+    """PyTorch's inference for ``torch.tensor(data)``: an array or a NumPy scalar keeps its dtype
+    (np.float64(0.1) is float64), a Python float gives the default float type, an int int64, a
+    bool bool; a sequence promotes its elements' types with promote_types ([np.float64(0.1), 0.2]
+    is float64, [np.int64(1), 2.5] float32), and an empty one gives the default float type."""
+    found = set()
+    _collect_dtypes(data, found)
+    if len(found) <= 1:
+        return found.pop() if found else _dtypes.DEFAULT_FLOAT.np
+    # promote_types over all of them: result_type of tensors of one rank, with bool < int < float
+    return _dtypes.result_type(list(found))
+
+
+def _collect_dtypes(data, found: set) -> None:
+    """Add the dtype of each leaf of ``data`` to ``found``; a list's Python numbers and NumPy
+    scalars are read once per distinct type, not once per element."""
+    if isinstance(data, (np.ndarray, np.generic)):  # before float: np.float64 is a float
+        found.add(_dtypes.from_numpy_dtype(data.dtype).np)
+    elif isinstance(data, bool):  # before int: a bool is an int
+        found.add(np.dtype(np.bool_))
+    elif isinstance(data, int):
+        found.add(np.dtype(np.int64))
+    elif isinstance(data, float):
+        found.add(_dtypes.DEFAULT_FLOAT.np)
+    elif isinstance(data, (list, tuple)):
+        deeper = False
+        for kind in set(map(type, data)):
+            if kind in _PYTHON_NUMBERS:
+                _collect_dtypes(kind(), found)
+            elif issubclass(kind, np.generic):
+                found.add(_dtypes.from_numpy_dtype(np.dtype(kind)).np)
+            else:
+                deeper = True
+        if deeper:  # nested sequences, arrays, tensors, subclasses of Python numbers
+            for item in data:
+                if type(item) not in _PYTHON_NUMBERS and not isinstance(item, np.generic):
+                    _collect_dtypes(item, found)
+    else:
+        raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+_PYTHON_NUMBERS = frozenset((float, int, bool))
 
 
 def _unwrap(data):

@@ -36,11 +36,28 @@ def _type_name(value) -> str:
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _require_tensor(value, fn: str, arg: str = "input", position: int = 1) -> None:
+def require_tensor(value, fn: str, arg: str = "input", position: int = 1) -> None:
     """PyTorch's TypeError when ``fn`` gets a non-Tensor (an ndarray, a list, None) for ``arg``; the
     ``type() is`` test first keeps the common case to one comparison."""
     if type(value) is not Tensor and not isinstance(value, Tensor):
         raise TypeError(f"{fn}(): argument '{arg}' (position {position}) must be Tensor, not {_type_name(value)}")
+
+
+def _number(value, fn: str):
+    """A Python number standing in for ``fn``'s input (``2 * x``), else PyTorch's TypeError."""
+    if not is_scalar(value):
+        require_tensor(value, fn)
+    return as_scalar(value)
+
+
+def _tensor_list(tensors, fn: str) -> tuple:
+    """``tensors`` (a list or tuple of Tensors) as a tuple, else PyTorch's TypeError for ``fn``."""
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{fn}(): argument 'tensors' (position 1) must be tuple of Tensors, not {_type_name(tensors)}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {_type_name(t)}")
+    return tuple(tensors)
 
 
 def _no_dims(dim: int) -> IndexError:
@@ -60,8 +77,8 @@ def add(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("add"), (input, other), {"alpha": alpha})
-        return dispatch(_op("add_scalar"), (other,), {"other": as_scalar(input) * alpha, "alpha": 1})
-    _require_tensor(input, "add")
+        return dispatch(_op("add_scalar"), (other,), {"other": _number(input, "add") * alpha, "alpha": 1})
+    require_tensor(input, "add")
     return dispatch(_op("add_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
 
 
@@ -69,8 +86,8 @@ def sub(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("sub"), (input, other), {"alpha": alpha})
-        return dispatch(_op("rsub_scalar"), (other,), {"other": as_scalar(input), "alpha": alpha})
-    _require_tensor(input, "sub")
+        return dispatch(_op("rsub_scalar"), (other,), {"other": _number(input, "sub"), "alpha": alpha})
+    require_tensor(input, "sub")
     return dispatch(_op("sub_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
 
 
@@ -82,8 +99,8 @@ def mul(input, other):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("mul"), (input, other), {})
-        return dispatch(_op("mul_scalar"), (other,), {"other": as_scalar(input)})
-    _require_tensor(input, "mul")
+        return dispatch(_op("mul_scalar"), (other,), {"other": _number(input, "mul")})
+    require_tensor(input, "mul")
     return dispatch(_op("mul_scalar"), (input,), {"other": as_scalar(other)})
 
 
@@ -93,8 +110,8 @@ def div(input, other, *, rounding_mode=None):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("div"), (input, other), {})
-        return mul(reciprocal(other), as_scalar(input))
-    _require_tensor(input, "div")
+        return mul(reciprocal(other), _number(input, "div"))
+    require_tensor(input, "div")
     return dispatch(_op("div_scalar"), (input,), {"other": as_scalar(other)})
 
 
@@ -107,22 +124,26 @@ def pow(input, exponent):
     if isinstance(exponent, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("pow"), (input, exponent), {})
-        return dispatch(_op("rpow_scalar"), (exponent,), {"base": as_scalar(input)})
-    _require_tensor(input, "pow")
+        return dispatch(_op("rpow_scalar"), (exponent,), {"base": _number(input, "pow")})
+    require_tensor(input, "pow")
     return dispatch(_op("pow_scalar"), (input,), {"exponent": as_scalar(exponent)})
 
 
-def _unary(name):
+def _unary(name, public=None):
+    """torch.<public> for the unary op ``name`` (public defaults to the op's name)."""
     op = OPS[name]
+    public = public or name
 
     def fn(input):
+        require_tensor(input, public)
         return dispatch(op, (input,), {})
 
-    fn.__name__ = name
+    fn.__name__ = public
     return fn
 
 
-neg = negative = _unary("neg")
+neg = _unary("neg")
+negative = _unary("neg", "negative")
 exp = _unary("exp")
 log = _unary("log")
 tanh = _unary("tanh")
@@ -137,12 +158,14 @@ logical_not = _unary("logical_not")
 
 
 def square(input):
+    require_tensor(input, "square")
     return pow(input, 2)
 
 
 
 
 def clamp(input, min=None, max=None):
+    require_tensor(input, "clamp")
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     return dispatch(_op("clamp"), (input,), {"min": None if min is None else as_scalar(min),
@@ -153,12 +176,14 @@ clip = clamp
 
 
 def maximum(input, other):
-    _require_tensor(other, "maximum", "other", 2)
+    require_tensor(input, "maximum")
+    require_tensor(other, "maximum", "other", 2)
     return dispatch(_op("maximum"), (input, other), {})
 
 
 def minimum(input, other):
-    _require_tensor(other, "minimum", "other", 2)
+    require_tensor(input, "minimum")
+    require_tensor(other, "minimum", "other", 2)
     return dispatch(_op("minimum"), (input, other), {})
 
 
@@ -166,6 +191,7 @@ def _comparison(name):
     tensor_op, scalar_op = OPS[name], OPS[name + "_scalar"]
 
     def fn(input, other):
+        require_tensor(input, name)
         if isinstance(other, Tensor):
             return dispatch(tensor_op, (input, other), {})
         return dispatch(scalar_op, (input,), {"other": as_scalar(other)})
@@ -179,11 +205,13 @@ greater, less = gt, lt
 
 
 def logical_and(input, other):
-    _require_tensor(other, "logical_and", "other", 2)
+    require_tensor(input, "logical_and")
+    require_tensor(other, "logical_and", "other", 2)
     return dispatch(_op("logical_and"), (input, other), {})
 
 
 def where(condition, input, other):
+    require_tensor(condition, "where", "condition")
     like = input if isinstance(input, Tensor) else other
     if not isinstance(input, Tensor):
         input = full_like_scalar(like, input)
@@ -199,10 +227,12 @@ def full_like_scalar(like: Tensor, value) -> Tensor:
 
 
 def clone(input, *, memory_format=None):
+    require_tensor(input, "clone")
     return dispatch(_op("clone"), (input,), {})
 
 
 def detach(input):
+    require_tensor(input, "detach")
     return dispatch(_op("detach"), (input,), {})
 
 
@@ -242,6 +272,7 @@ def reduction_dims(dim, ndim: int):
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
+    require_tensor(input, "sum")
     attrs = {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim}
     if dtype is not None:
         input = to_dtype(input, dtype)
@@ -249,6 +280,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    require_tensor(input, "mean")
     if dtype is not None:
         input = to_dtype(input, dtype)
     if input._data.dtype.kind != "f":
@@ -263,6 +295,7 @@ MinResult = namedtuple("min", ["values", "indices"])
 
 
 def max(input, dim=None, keepdim=False):
+    require_tensor(input, "max")
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -272,6 +305,7 @@ def max(input, dim=None, keepdim=False):
 
 
 def min(input, dim=None, keepdim=False):
+    require_tensor(input, "min")
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
@@ -281,36 +315,43 @@ def min(input, dim=None, keepdim=False):
 
 
 def amax(input, dim=(), keepdim=False):
+    require_tensor(input, "amax")
     return dispatch(_op("amax"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def amin(input, dim=(), keepdim=False):
+    require_tensor(input, "amin")
     return dispatch(_op("amin"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def argmax(input, dim=None, keepdim=False):
+    require_tensor(input, "argmax")
     d = None if dim is None else _normalize_dim(dim, input._data.ndim)
     return dispatch(_op("argmax"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
 
 
 def argmin(input, dim=None, keepdim=False):
+    require_tensor(input, "argmin")
     d = None if dim is None else _normalize_dim(dim, input._data.ndim)
     return dispatch(_op("argmin"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
 
 
 def softmax(input, dim, dtype=None):
+    require_tensor(input, "softmax")
     if dtype is not None:
         input = to_dtype(input, dtype)
     return dispatch(_op("softmax"), (input,), {"dim": _normalize_dim(dim, input._data.ndim)})
 
 
 def log_softmax(input, dim, dtype=None):
+    require_tensor(input, "log_softmax")
     if dtype is not None:
         input = to_dtype(input, dtype)
     return dispatch(_op("log_softmax"), (input,), {"dim": _normalize_dim(dim, input._data.ndim)})
 
 
 def logsumexp(input, dim, keepdim=False):
+    require_tensor(input, "logsumexp")
     dims = reduction_dims(dim, input._data.ndim)
     if dims is None:
         dims = tuple(range(input._data.ndim))
@@ -318,20 +359,28 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def gather(input, dim, index):
+    require_tensor(input, "gather")
+    require_tensor(index, "gather", "index", 3)
     return dispatch(_op("gather"), (input, index), {"dim": _normalize_dim(dim, input._data.ndim)})
 
 
 # ---- matrix products --------------------------------------------------------------------------
 
 def mm(input, mat2):
+    require_tensor(input, "mm")
+    require_tensor(mat2, "mm", "mat2", 2)
     return dispatch(_op("mm"), (input, mat2), {})
 
 
 def bmm(input, mat2):
+    require_tensor(input, "bmm")
+    require_tensor(mat2, "bmm", "mat2", 2)
     return dispatch(_op("bmm"), (input, mat2), {})
 
 
 def mv(input, vec):
+    require_tensor(input, "mv")
+    require_tensor(vec, "mv", "vec", 2)
     if input._data.ndim == 0:
         raise _no_dims(0)
     if input._data.ndim != 2 or vec._data.ndim != 1:
@@ -340,12 +389,17 @@ def mv(input, vec):
 
 
 def dot(input, other):
+    require_tensor(input, "dot")
+    require_tensor(other, "dot", "tensor", 2)
     if input._data.ndim != 1 or other._data.ndim != 1:  # np.dot would multiply scalars or matrices
         raise RuntimeError(f"1D tensors expected, but got {input._data.ndim}D and {other._data.ndim}D tensors")
     return dispatch(_op("dot"), (input, other), {})
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    require_tensor(input, "addmm")
+    require_tensor(mat1, "addmm", "mat1", 2)
+    require_tensor(mat2, "addmm", "mat2", 3)
     return dispatch(_op("addmm"), (input, mat1, mat2), {"beta": beta, "alpha": alpha})
 
 
@@ -368,6 +422,8 @@ def _should_fold(a, b) -> bool:
 
 def matmul(input, other):
     """PyTorch's matmul: dot, mv, mm; N-D @ 2-D folded into one mm; otherwise a broadcast bmm."""
+    require_tensor(input, "matmul")
+    require_tensor(other, "matmul", "other", 2)
     da, db = input._data.ndim, other._data.ndim
     if da == 0 or db == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
@@ -459,6 +515,7 @@ def _viewable(array, shape) -> bool:
 
 def reshape(input, *shape):
     """A view when the memory layout allows one, else a copy (Clone + UnsafeView), as PyTorch does."""
+    require_tensor(input, "reshape")
     shape = infer_shape(_sizes(shape), input._data.size)
     if _viewable(input._data, shape):
         return dispatch(_op("view"), (input,), {"shape": shape})
@@ -466,6 +523,7 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
+    require_tensor(input, "view")
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         raise NotImplementedError("staticgrad's view() takes a shape; use .to(dtype) to change the dtype")
     shape = infer_shape(_sizes(shape), input._data.size)
@@ -473,6 +531,7 @@ def view(input, *shape):
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    require_tensor(input, "flatten")
     shape = input._data.shape
     start, end = _normalize_dim(start_dim, len(shape)), _normalize_dim(end_dim, len(shape))
     if not shape:
@@ -486,20 +545,25 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def transpose(input, dim0, dim1):
+    require_tensor(input, "transpose")
     ndim = input._data.ndim
     return dispatch(_op("transpose"), (input,), {"dim0": _normalize_dim(dim0, ndim), "dim1": _normalize_dim(dim1, ndim)})
 
 
-swapaxes = transpose
+def swapaxes(input, axis0, axis1):
+    require_tensor(input, "swapaxes")
+    return transpose(input, axis0, axis1)
 
 
 def t(input):
+    require_tensor(input, "t")
     if input._data.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input._data.ndim}D")
     return dispatch(_op("t"), (input,), {})
 
 
 def permute(input, *dims):
+    require_tensor(input, "permute")
     dims = _sizes(dims)
     ndim = input._data.ndim
     if len(dims) != ndim:
@@ -513,10 +577,12 @@ def permute(input, *dims):
 
 
 def unsqueeze(input, dim):
+    require_tensor(input, "unsqueeze")
     return dispatch(_op("unsqueeze"), (input,), {"dim": _normalize_dim(dim, input._data.ndim + 1)})
 
 
 def squeeze(input, dim=None, *, inplace_name=False):
+    require_tensor(input, "squeeze")
     attrs = {"dim": None, "listed": False, "inplace": inplace_name}
     if dim is not None:
         ndim = input._data.ndim
@@ -527,6 +593,7 @@ def squeeze(input, dim=None, *, inplace_name=False):
 
 
 def expand(input, *sizes):
+    require_tensor(input, "expand")
     sizes = _sizes(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
@@ -554,11 +621,17 @@ def expand(input, *sizes):
 
 
 def expand_as(input, other):
+    require_tensor(other, "expand_as", "other", 1)  # a method only: self is position 0
     return expand(input, other._data.shape)
 
 
 def cat(tensors, dim=0):
-    tensors = tuple(tensors)
+    return _cat(tensors, dim, "cat")
+
+
+def _cat(tensors, dim: int, name: str):
+    """torch.cat under any of its names (cat, concat, concatenate), which its errors show."""
+    tensors = _tensor_list(tensors, name)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     for position, t in enumerate(tensors):
@@ -569,17 +642,23 @@ def cat(tensors, dim=0):
     return dispatch(_op("cat"), tensors, {"dim": d, "sizes": sizes})
 
 
-concat = concatenate = cat
+def concat(tensors, dim=0):
+    return _cat(tensors, dim, "concat")
+
+
+def concatenate(tensors, axis=0):
+    return _cat(tensors, axis, "concatenate")
 
 
 def stack(tensors, dim=0):
-    tensors = tuple(tensors)
+    tensors = _tensor_list(tensors, "stack")
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     return dispatch(_op("stack"), tensors, {"dim": _normalize_dim(dim, tensors[0]._data.ndim + 1)})
 
 
 def split(input, split_size_or_sections, dim=0):
+    require_tensor(input, "split")
     _require_dims(input, "split expects at least a 1-dimensional tensor")
     d = _normalize_dim(dim, input._data.ndim)
     length = input._data.shape[d]
@@ -599,6 +678,7 @@ def split(input, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    require_tensor(input, "chunk")
     _require_dims(input, "chunk expects at least a 1-dimensional tensor")
     length = input._data.shape[_normalize_dim(dim, input._data.ndim)]
     step = -(-length // chunks)
@@ -606,12 +686,14 @@ def chunk(input, chunks, dim=0):
 
 
 def narrow(input, dim, start, length):
+    require_tensor(input, "narrow")
     _require_dims(input, "narrow() cannot be applied to a 0-dim tensor.")
     d = _normalize_dim(dim, input._data.ndim)
     return dispatch(_op("slice"), (input,), {"dim": d, "start": start, "end": start + length, "step": 1})
 
 
 def unbind(input, dim=0):
+    require_tensor(input, "unbind")
     if input._data.ndim == 0:
         raise _no_dims(0)
     d = _normalize_dim(dim, input._data.ndim)
@@ -706,6 +788,8 @@ def _mask_attrs(mask, value) -> dict:
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where ``mask`` is True, ``input`` elsewhere (MaskedFillBackward0)."""
+    require_tensor(input, "masked_fill")
+    require_tensor(mask, "masked_fill", "mask", 2)
     return dispatch(OPS["masked_fill"], (input, mask), _mask_attrs(mask, value))
 
 
@@ -717,6 +801,7 @@ def _triangle(name: str):
     op = OPS[name]
 
     def fn(input: Tensor, diagonal: int = 0) -> Tensor:
+        require_tensor(input, name)
         if input._data.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
         return dispatch(op, (input,), {"diagonal": int(diagonal)})

@@ -63,7 +63,7 @@ def test_parameters_state_dict_and_repr_match_pytorch():
     copy_weights(t_model, s_model)
     x = np.random.default_rng(1).standard_normal((2, 6)).astype(np.float32)
     np.testing.assert_allclose(s_model(sg.tensor(x)).detach().numpy(), t_model(torch.tensor(x)).detach().numpy(),
-                               rtol=1e-6)
+                               rtol=1e-6, atol=1e-6)  # torch draws the weights unseeded; float32 outputs near 0
 
 
 def test_load_state_dict_errors_and_incompatible_keys():

@@ -176,3 +176,49 @@ def test_packers_never_overlap_live_buffers_and_reach_the_bound_on_a_staircase()
     stairs = [Lifetime(i, i, 40 - i, 1024) for i in range(20)]
     for packer in (pack, pack_sweep):
         assert packer(stairs)[1] == lower_bound(stairs, 41)
+
+
+# Gradient seeds fold into constants, and a backward then views and multiplies folded broadcasts
+# (expand's 0 strides). mean(dim=0) viewed a folded (3, 3, 1) that the fold had copied in another
+# layout than eager's, so the view failed to compile; the other cases pin neighbouring layouts.
+FOLDED_LAYOUTS = {
+    "expand-matmul-mean0": lambda p, w: (p.expand(3, 3, 3) @ w).mean(dim=0).sum(),
+    "expand-matmul-mean1": lambda p, w: (p.expand(3, 3, 3) @ w).mean(dim=1).sum(),
+    "expand-matmul-mean01": lambda p, w: (p.expand(3, 3, 3) @ w).mean(dim=(0, 1)).sum(),
+    "transposed-matmul-sum0": lambda p, w: (p.expand(3, 3, 3).transpose(1, 2) @ w).sum(dim=0).mean(),
+    "expand-matmul-view": lambda p, w: (p.expand(3, 3, 3) @ w).view(9).mean(),
+}
+
+
+@pytest.mark.parametrize("name", list(FOLDED_LAYOUTS))
+def test_constant_folding_gives_folded_values_eager_layout(name):
+    """Replayed losses and gradients equal eager's bit for bit, and torch's."""
+    loss_fn = FOLDED_LAYOUTS[name]
+    p0 = np.arange(9, dtype=np.float32).reshape(1, 3, 3) / 10
+    w0 = np.array([[0.5], [-1.0], [2.0]], np.float32)
+
+    def run(lib, compiled):
+        p, w = lib.tensor(p0.copy(), requires_grad=True), lib.tensor(w0.copy(), requires_grad=True)
+
+        def step():
+            p.grad = w.grad = None
+            loss = loss_fn(p, w)
+            loss.backward()
+            return loss
+
+        call = sg.compile(step) if compiled else step
+        results = [[t.detach().numpy().copy() for t in (call(), p.grad, w.grad)] for _ in range(3)]
+        assert not compiled or call.stats.replays == 2
+        return results
+
+    eager, replayed = run(sg, False), run(sg, True)
+    for want, got in zip(eager, replayed):
+        for e, r in zip(want, got):
+            assert e.shape == r.shape and np.array_equal(e, r)
+    try:
+        import torch
+    except ImportError:
+        return
+    for want, got in zip(run(torch, False), eager):
+        for t, e in zip(want, got):
+            np.testing.assert_allclose(e, t, rtol=1e-6, atol=1e-6)

@@ -21,6 +21,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """PyTorch's linear: ``addmm`` for 2-D input with a bias (AddmmBackward0); for other ranks with a
     bias that is a row (1-D, or squeezes to 1-D) and a contiguous input, ``addmm`` on the input
     flattened to 2-D, viewed back; otherwise ``matmul``, then the bias added (AddBackward0)."""
+    fn.require_tensor(input, "linear")
+    fn.require_tensor(weight, "linear", "weight", 2)
+    if bias is not None:
+        fn.require_tensor(bias, "linear", "bias", 3)
     ndim, weight_ndim = input._data.ndim, weight._data.ndim
     if ndim == 0 or weight_ndim == 0:
         raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are {ndim}D and {weight_ndim}D")
@@ -60,6 +64,8 @@ def _reduction_code(reduction: str) -> int:
 
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    fn.require_tensor(input, "mse_loss")
+    fn.require_tensor(target, "mse_loss", "target", 2)
     if tuple(target._data.shape) != tuple(input._data.shape):
         warnings.warn(
             f"Using a target size ({target.shape!r}) that is different to the input size ({input.shape!r}). "
@@ -69,6 +75,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    fn.require_tensor(input, "leaky_relu")
     return fn.where(fn.gt(input, 0), input, fn.mul(input, negative_slope))
 
 

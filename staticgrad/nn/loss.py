@@ -2,10 +2,12 @@
 
 Inputs are (C,) with a 0-dim target, (N, C) with target (N,), or (N, C, d1, ...) with target
 (N, d1, ...), as in PyTorch: 4-D inputs use NllLoss2DBackward0, other ranks above 2 are viewed
-to (N, C, 1, -1) first.
+to (N, C, 1, d1 * ...) first.
 """
 
 from __future__ import annotations
+
+import math
 
 from staticgrad import functional as fn
 from staticgrad.dispatch import dispatch
@@ -53,14 +55,17 @@ def _nll(logp, target, reduction: int, ignore_index: int):
         return dispatch(OPS["nll_loss2d"], (logp, target), attrs)
     if target_shape[1:] != shape[2:]:
         raise RuntimeError(f"Expected target size {[n] + list(shape[2:])}, got {list(target_shape)}")
-    logp4 = fn.view(logp.contiguous(), (n, shape[1], 1, -1))
-    loss = dispatch(OPS["nll_loss2d"], (logp4, fn.view(target.contiguous(), (n, 1, -1))), attrs)
+    rest = math.prod(shape[2:])  # not -1: with no elements it would be ambiguous
+    logp4 = fn.view(logp.contiguous(), (n, shape[1], 1, rest))
+    loss = dispatch(OPS["nll_loss2d"], (logp4, fn.view(target.contiguous(), (n, 1, rest))), attrs)
     return fn.view(loss, (n,) + shape[2:]) if reduction == REDUCTIONS["none"] else loss
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
              reduction: str = "mean"):
     """Negative log likelihood of the target classes, given log-probabilities over dim 1."""
+    fn.require_tensor(input, "nll_loss_nd")
+    fn.require_tensor(target, "nll_loss_nd", "target", 2)
     _refuse_class_weights(weight)
     return _nll(input, target, _reduction_code(reduction), ignore_index)
 
@@ -69,6 +74,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
                   reduction: str = "mean", label_smoothing: float = 0.0):
     """log_softmax over the class dim (dim 1, or 0 for a (C,) input) followed by nll_loss; label_smoothing
     mixes in the mean over classes of -log p, as PyTorch does."""
+    fn.require_tensor(input, "cross_entropy_loss")
+    fn.require_tensor(target, "cross_entropy_loss", "target", 2)
     _refuse_class_weights(weight)
     code = _reduction_code(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -93,6 +100,8 @@ def _smoothing_term(logp, target, reduction: int, ignore_index: int, class_dim: 
     ignored = fn.eq(target, ignore_index)
     smooth = masked_fill_(fn.neg(fn.sum(logp, class_dim)), ignored, 0.0)
     if reduction == REDUCTIONS["mean"]:
+        if not target._data.size:  # the mean of no terms: nan, as PyTorch gives, without dividing 0 by 0
+            return fn.mul(fn.sum(smooth), math.nan)
         counted = fn.to_dtype(fn.sum(fn.logical_not(ignored)), smooth.dtype)
         return fn.div(fn.sum(smooth), counted)
     if reduction == REDUCTIONS["sum"]:

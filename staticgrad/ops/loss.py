@@ -18,8 +18,26 @@ def _reduce(values, reduction, out):
         np.copyto(out, values)
         return out
     if reduction == 1:
-        return np.mean(values, out=out)
+        return _mean(values, out)
     return np.sum(values, out=out)
+
+
+def _mean(values, out):
+    """np.mean; the mean of no values is nan, as in PyTorch, without NumPy's 'Mean of empty slice' warning."""
+    if values.size:
+        return np.mean(values, out=out)
+    if out is None:
+        return np.full((), np.nan, values.dtype)
+    out.fill(np.nan)
+    return out
+
+
+def _mse_scale(reduction: int, count: int) -> float:
+    """d loss / d diff per unit diff: 2 / count for the mean (0 when there are no values, which
+    leaves nothing to scale and no division by zero), 2 otherwise."""
+    if reduction != 1:
+        return 2.0
+    return 2.0 / count if count else 0.0
 
 
 def _mse_loss(a, t, out=None, reduction=1):
@@ -58,13 +76,13 @@ with_emit("mse_loss", _mse_loss_emit)
 
 def _mse_loss_backward(g, a, t, out=None, reduction=1):
     diff = as_array(np.subtract(a, t))
-    scale = 2.0 / diff.size if reduction == 1 else 2.0
+    scale = _mse_scale(reduction, diff.size)
     np.multiply(diff, np.asarray(scale, dtype=diff.dtype), out=diff)
     return np.multiply(diff, g, out=out)
 
 
 def _mse_loss_backward_backward(F, gg, s, at, need):
-    scale = 2.0 / gg.numel() if at["reduction"] == 1 else 2.0  # gg has the (broadcast) output's size
+    scale = _mse_scale(at["reduction"], gg.numel())  # gg has the (broadcast) output's size
     grad_g = F.mul_scalar(gg * (s["self"] - s["target"]), other=scale) if need[0] else None
     grad_at = F.mul_scalar(gg * s["grad_output"], other=scale) if need[1] or need[2] else None
     return grad_g, grad_at if need[1] else None, F.neg(grad_at) if need[2] else None
@@ -72,8 +90,9 @@ def _mse_loss_backward_backward(F, gg, s, at, need):
 
 def _mse_loss_backward_expr(x, at):
     # the element count is a kernel argument (a Python float): 2.0 / it in double, then cast to
-    # the loop dtype, as the NumPy forward's scale is
-    scale = f"T(2.0 / {at['_numel']!r})" if at["reduction"] == 1 else lit(2.0)
+    # the loop dtype, as the NumPy forward's scale is; 0 with no elements, as _mse_scale gives
+    n = at["_numel"]
+    scale = f"T(2.0 / {n!r} if {n!r} else 0.0)" if at["reduction"] == 1 else lit(2.0)
     return f"((({x[1]} - {x[2]}) * {scale}) * {x[0]})"
 
 

@@ -1,5 +1,10 @@
 """Constant folding: evaluate ops whose inputs are all constants (factories, ones-like seeds)
-once at compile time. Random ops are never folded: each replay must draw afresh."""
+once at compile time. Random ops are never folded: each replay must draw afresh.
+
+A folded value has the layout eager gave it, not only its numbers: a view keeps the strides of
+the constant it views (an expand's 0 strides, a transpose's order), any other op's result is
+C-contiguous (dispatch's rule for a result that owns its memory). A later view that worked in
+eager then works here, and a later matmul or reduction reads its operand in eager's order."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from staticgrad.compiler.ir import Graph, ScalarSlot, frozen_constant
+from staticgrad.compiler.ir import Graph, ScalarSlot
 
 
 def fold_constants(graph: Graph) -> tuple:
@@ -26,16 +31,21 @@ def fold_constants(graph: Graph) -> tuple:
             continue
         result = opdef.forward(*[constants[v] for v in op.inputs], **dict(op.attrs))
         out = op.outputs[0]
-        # As eager lays it out: a view keeps its strides (an expand stays broadcast), any other
-        # op's result is C-contiguous (dispatch makes owned results so).
-        if opdef.kind == "view":
-            constants[out] = frozen_constant(result)
-        else:
-            frozen = np.array(result, dtype=graph.values[out].dtype, order="C", copy=True)
-            frozen.flags.writeable = False
-            constants[out] = frozen
+        frozen = _as_eager(result, opdef.kind == "view", np.dtype(graph.values[out].dtype))
+        frozen.flags.writeable = False
+        constants[out] = frozen
         values[out] = replace(values[out], kind="constant")
         changed = True
     if not changed:
         return graph, False
     return replace(graph, ops=kept, constants=constants, values=values).with_ops(kept), True
+
+
+def _as_eager(result, view: bool, dtype: np.dtype) -> np.ndarray:
+    """``result`` in the layout eager's dispatch leaves it: a view op's result as the view it is
+    (of a read-only constant, so itself read-only), any other op's a C-contiguous array of its own."""
+    if view:
+        array = np.asarray(result)
+        if array.dtype == dtype:
+            return array.view()  # a new array object: marking it read-only leaves its base alone
+    return np.array(result, dtype=dtype, order="C", copy=True)

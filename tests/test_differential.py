@@ -839,7 +839,6 @@ def test_pinned_zero_dim_reductions_over_dim_zero(line):
     check(hand_written("float64", {"p0": ((), "param")}, [line], "v0.sum()"))
 
 
-@pytest.mark.xfail(strict=True, reason="tensor(np.float64) dtype: fix in progress")
 def test_pinned_numpy_float64_scalar_makes_a_float64_tensor():
     """(ix) tensor(np.float64(x)) is float64, as in PyTorch (staticgrad made float32)."""
     assert staticgrad.tensor(np.float64(0.1)).dtype == staticgrad.float64

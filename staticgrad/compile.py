@@ -259,13 +259,15 @@ _PLAIN = (bool, int, float, str, bytes, type(None))
 
 
 def signature(args: tuple, kwargs: dict):
-    """(hashable key, flat list of argument tensors, objects the key names by identity)."""
+    """(hashable key, flat list of argument tensors, objects the key names by identity). A tensor's
+    strides are part of it: a trace may decide by layout (PyTorch's matmul backward does)."""
     if not kwargs:
         for a in args:
             if type(a) is not Tensor:
                 break
         else:
-            key = (GradMode.enabled,) + tuple((a._data.shape, a._data.dtype, a._requires_grad) for a in args)
+            key = (GradMode.enabled,) + tuple((a._data.shape, a._data.strides, a._data.dtype, a._requires_grad)
+                                              for a in args)
             return key, list(args), ()
     flat, keep = [], []
     key = (GradMode.enabled, _describe(args, flat, keep), _describe(kwargs, flat, keep))
@@ -275,7 +277,7 @@ def signature(args: tuple, kwargs: dict):
 def _describe(obj, flat: list, keep: list):
     if isinstance(obj, Tensor):
         flat.append(obj)
-        return ("T", obj._data.shape, obj._data.dtype, obj._requires_grad)
+        return ("T", obj._data.shape, obj._data.strides, obj._data.dtype, obj._requires_grad)
     if isinstance(obj, (list, tuple)):
         return (type(obj).__name__,) + tuple(_describe(x, flat, keep) for x in obj)
     if isinstance(obj, dict):
@@ -314,8 +316,10 @@ def _argument_keys(key) -> tuple:
 
 def _describe_key(desc) -> str:
     if isinstance(desc, tuple) and desc[:1] == ("T",):
-        _, shape, dtype, requires_grad = desc
-        return f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}{', requires_grad' if requires_grad else ''}"
+        _, shape, strides, dtype, requires_grad = desc
+        contiguous = strides == np.empty(shape, dtype).strides
+        return (f"{'x'.join(map(str, shape)) or 'scalar'} {dtype}{', requires_grad' if requires_grad else ''}"
+                f"{'' if contiguous else f', strides {strides}'}")
     if isinstance(desc, tuple) and len(desc) == 2 and isinstance(desc[0], str):
         return f"{desc[0]} {desc[1]!r}"
     return str(desc)

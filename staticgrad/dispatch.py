@@ -38,6 +38,8 @@ def _save_plan(op: OpDef):
                 plan.append((s.name, 2, src[5:], s.when, s.freed))
             elif src.startswith("shape:"):
                 plan.append((s.name, 3, int(src[6:]), s.when, s.freed))
+            elif src.startswith("strides:"):
+                plan.append((s.name, 4, int(src[8:]), s.when, s.freed))
             else:
                 raise ValueError(f"op {op.name!r}: unknown save source {src!r}")
         plan = _SAVE_PLANS[op.name] = tuple(plan)
@@ -184,8 +186,11 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
                 value = SavedTensor(outputs[key], True)
             elif kind == 2:
                 value = attrs.get(key)
-            else:
+            elif kind == 3:
                 value = inputs[key]._data.shape
+            else:
+                array = inputs[key]._data
+                value = tuple(stride // array.itemsize for stride in array.strides)
             saved[name] = value
             if freed:
                 freeable.append(name)

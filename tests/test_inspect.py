@@ -223,7 +223,7 @@ def test_tree_prints_the_graph_with_saved_buffers():
     y = staticgrad.sum(lin(a))
     assert str(inspect.graph(y)) == """\
 SumBackward0  self_sym_sizes=(2, 3)
-└─ AddmmBackward0  alpha=1 beta=1
+└─ AddmmBackward0  mat2_sym_sizes=(3, 3) mat2_sym_strides=(1, 3) alpha=1 beta=1
    │  mat1: float32[2, 3], 24 bytes, held (shared with a user tensor)
    ├─ AccumulateGrad float32[3]
    ├─ None

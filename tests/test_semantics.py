@@ -373,3 +373,21 @@ def test_integer_indexing_gives_views_down_to_0_dim():
     """x[0] of a vector and w[i, j] of a matrix are 0-d views: an in-place change of the base shows
     through them, as in PyTorch (a bare NumPy integer index would have copied a scalar)."""
     assert same_outcome(_integer_indexes_are_views) == ("ok", [2.0, 6.0, [2.0, 4.0]])
+
+
+def _transposed_operand_gradients(lib):
+    w = lib.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], requires_grad=True)
+    x = lib.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]], requires_grad=True)
+    y = x.mm(w.t())
+    z = x.t().mm(lib.ones(2, 2))
+    saved = [list(y.grad_fn._saved_self_sym_strides), list(y.grad_fn._saved_mat2_sym_strides),
+             list(z.grad_fn._saved_self_sym_strides)]
+    (y.sum() + z.sum()).backward()
+    return saved, [list(w.grad.stride()), list(x.grad.stride())], w.grad, x.grad
+
+
+def test_matmul_gradients_follow_pytorch_layout_rule():
+    """mm saves its operands' strides, and a column-major operand (weight.t()) gets its gradient
+    computed transposed, as PyTorch does: the weight's gradient comes out in the weight's layout."""
+    outcome_ = same_outcome(_transposed_operand_gradients)
+    assert outcome_[1][1] == [[3, 1], [3, 1]]

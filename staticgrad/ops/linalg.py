@@ -26,14 +26,38 @@ def _bmm_error(shapes, attrs, exc):
                         f"but got: [{b[0]}, {b[1]}].")
 
 
+def _column_major(sizes, strides) -> bool:
+    """A matrix laid out column by column (a transposed contiguous one, as ``weight.t()``)."""
+    return strides[0] == 1 and strides[1] == sizes[0]
+
+
+def _grad_mat1(F, g, mat2, sizes, strides):
+    """As PyTorch: for a column-major mat1 the gradient is computed transposed, so it comes out in
+    mat1's layout (the BLAS then sees the operands PyTorch's sees)."""
+    if _column_major(sizes, strides):
+        return F.t(F.mm(mat2, F.t(g)))
+    return F.mm(g, F.t(mat2))
+
+
+def _grad_mat2(F, g, mat1, sizes, strides):
+    """As PyTorch: a column-major mat2 (``x @ weight.t()``) gets ``(g.t() @ mat1).t()``, which is
+    the weight's gradient computed straight in the weight's own layout."""
+    if _column_major(sizes, strides):
+        return F.t(F.mm(F.t(g), mat1))
+    return F.mm(F.t(mat1), g)
+
+
 def _mm_backward(F, g, s, at, need):
-    grad_a = F.mm(g, F.t(s["mat2"])) if need[0] else None
-    grad_b = F.mm(F.t(s["self"]), g) if need[1] else None
+    grad_a = _grad_mat1(F, g, s["mat2"], s["self_sym_sizes"], s["self_sym_strides"]) if need[0] else None
+    grad_b = _grad_mat2(F, g, s["self"], s["mat2_sym_sizes"], s["mat2_sym_strides"]) if need[1] else None
     return grad_a, grad_b
 
 
 register(OpDef("mm", lambda a, b, out=None: np.matmul(a, b, out=out), "matmul", "MmBackward0", _mm_backward,
-               (Save("self", 0, when=(1,)), Save("mat2", 1, when=(0,))), "promote", explain=_mm_error))
+               (Save("self", 0, when=(1,)), Save("self_sym_sizes", "shape:0", when=(0,), freed=False),
+                Save("self_sym_strides", "strides:0", when=(0,), freed=False), Save("mat2", 1, when=(0,)),
+                Save("mat2_sym_sizes", "shape:1", when=(1,), freed=False),
+                Save("mat2_sym_strides", "strides:1", when=(1,), freed=False)), "promote", explain=_mm_error))
 
 
 def _addmm(bias, a, b, out=None, beta=1, alpha=1):
@@ -53,16 +77,19 @@ def _addmm_backward(F, g, s, at, need):
     grad_bias = (g if beta == 1 else F.mul_scalar(g, other=beta)) if need[0] else None
     grad_a = grad_b = None
     if need[1]:
-        grad_a = F.mm(g, F.t(s["mat2"]))
+        grad_a = _grad_mat1(F, g, s["mat2"], s["mat1_sym_sizes"], s["mat1_sym_strides"])
         grad_a = grad_a if alpha == 1 else F.mul_scalar(grad_a, other=alpha)
     if need[2]:
-        grad_b = F.mm(F.t(s["mat1"]), g)
+        grad_b = _grad_mat2(F, g, s["mat1"], s["mat2_sym_sizes"], s["mat2_sym_strides"])
         grad_b = grad_b if alpha == 1 else F.mul_scalar(grad_b, other=alpha)
     return grad_bias, grad_a, grad_b
 
 
 register(OpDef("addmm", _addmm, "matmul", "AddmmBackward0", _addmm_backward,
-               (Save("mat1", 1, when=(2,)), Save("mat2", 2, when=(1,)),
+               (Save("mat1", 1, when=(2,)), Save("mat1_sym_sizes", "shape:1", when=(1,), freed=False),
+                Save("mat1_sym_strides", "strides:1", when=(1,), freed=False), Save("mat2", 2, when=(1,)),
+                Save("mat2_sym_sizes", "shape:2", when=(2,), freed=False),
+                Save("mat2_sym_strides", "strides:2", when=(2,), freed=False),
                 Save("alpha", "attr:alpha", freed=False), Save("beta", "attr:beta", freed=False)),
                "promote", explain=_mm_error))
 

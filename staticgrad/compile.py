@@ -24,6 +24,7 @@ import numpy as np
 from staticgrad._state import Epoch, Tracing
 from staticgrad.autograd.grad_mode import GradMode
 from staticgrad.compiler.codegen import generate
+from staticgrad.compiler.generic import PassCache
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
@@ -78,6 +79,7 @@ class CompiledFunction:
         self._warned = False
         self._capped = False
         self._lock = threading.Lock()   # traces in several threads update the cache one at a time
+        self._passes = PassCache()      # pass results per structure: a new batch size reuses them
         self._name = getattr(fn, "__qualname__", repr(fn))
         functools.update_wrapper(self, fn)
 
@@ -176,7 +178,7 @@ class CompiledFunction:
             self.stats.compile_seconds += time.perf_counter() - started
             return out
         record.graph.roles = _captured_roles(record)
-        graph, report, unfused = run_pipeline(record.graph)
+        graph, report, unfused = run_pipeline(record.graph, cache=self._passes)
         program = plan_program(graph)
         plan = Plan(record, graph, program, CompiledReplay(program, generate(program)), tree, key, keep,
                     _global_guards(self.fn), report, epoch)

@@ -235,6 +235,21 @@ class KernelScalar:
 
 
 @dataclass(frozen=True, slots=True)
+class Numel:
+    """A kernel argument's value: the element count of ``shape`` (a mean's divisor), passed as a
+    float. Kept as the shape, not the number, so that fusion never reads a dim's value (the passes
+    run on symbolic dims: compiler/generic.py); two counts share an argument when their shapes match."""
+
+    shape: tuple
+
+    def __float__(self) -> float:
+        return float(np.prod(self.shape, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return repr(float(self))
+
+
+@dataclass(frozen=True, slots=True)
 class FusedLoop:
     """One loop nest over an iteration shape of ``ndim`` dims.
 

@@ -24,13 +24,39 @@ PIPELINE = [
 # The plain interpreter (the oracle) runs the program as it stands before this pass.
 LOWERING_STARTS = "split_matmul_epilogues"
 
+# From this pass on, passes are shape-generic: they read a dim only to compare it with another dim
+# or with 0 or 1 (never its value: no arithmetic, ordering, int(), printing, type tests), and never
+# a constant's contents. So one run serves every batch size of a structure (compiler/generic.py);
+# constant folding, before, computes with shapes and contents.
+SHAPE_GENERIC_FROM = "eliminate_common_subexpressions"
 
-def run_pipeline(graph: Graph, pipeline=None, check: bool = False) -> tuple:
+
+def run_pipeline(graph: Graph, pipeline=None, check: bool = False, cache=None) -> tuple:
     """Run each pass in order. Returns the final graph, [(pass name, changed)] and the graph
-    as it was before lowering (the oracle's program)."""
+    as it was before lowering (the oracle's program). With ``cache`` (a generic.PassCache), the
+    shape-generic passes run once per structure, their result filled in with each graph's dims."""
+    passes = list(pipeline if pipeline is not None else PIPELINE)
+    names = [fn.__name__ for fn, _ in passes]
+    split = names.index(SHAPE_GENERIC_FROM) if cache is not None and SHAPE_GENERIC_FROM in names else len(passes)
+
+    def run(g, part):
+        return _run(g, part, check)
+
+    initial = graph
+    graph, report, before_lowering = run(graph, passes[:split])
+    if split < len(passes):
+        graph, tail_report, tail_before = cache.run(graph, passes[split:], run)
+        report += tail_report
+        if tail_before is not None:
+            before_lowering = tail_before
+    return graph, report, before_lowering if before_lowering is not None else initial
+
+
+def _run(graph: Graph, passes: list, check: bool) -> tuple:
+    """(final graph, report, graph before lowering or None if lowering does not start here)."""
     report = []
-    before_lowering = graph
-    for pass_fn, _ in pipeline if pipeline is not None else PIPELINE:
+    before_lowering = None
+    for pass_fn, _ in passes:
         if pass_fn.__name__ == LOWERING_STARTS:
             before_lowering = graph
         graph, changed = pass_fn(graph)

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from staticgrad.compiler.ir import FusedKernel, FusedLoop, Graph, KernelScalar, Op, ScalarSlot, freeze_attrs
+from staticgrad.compiler.ir import FusedKernel, FusedLoop, Graph, KernelScalar, Numel, Op, ScalarSlot, freeze_attrs
 from staticgrad.ops.reductions import sum_to_axes
 
 MIN_GROUP = 2
@@ -45,7 +43,9 @@ def _expression(op: Op, graph: Graph, shape: tuple):
     if expr is None:
         return None
     attrs = dict(op.attrs)
-    attrs["_numel"] = int(np.prod(shape, dtype=np.int64))
+    # as the kernel reads it: a scalar argument (never the count itself, so that fusing never
+    # depends on a dim's value)
+    attrs["_numel"] = KernelScalar(0, raw=True)
     try:
         return expr([f"x{i}" for i in range(len(op.inputs))], attrs)
     except (KeyError, TypeError):
@@ -91,7 +91,7 @@ def _epilogue_axes(op: Op, graph: Graph):
     if k == 0 or tuple(axes) != tuple(range(k)):
         return None
     trailing = tuple(src[k:])
-    if int(np.prod(trailing, dtype=np.int64)) <= 1:
+    if all(d == 1 for d in trailing) or any(d == 0 for d in trailing):  # at most one element
         return None  # NumPy sums the whole array pairwise, not row after row as a fused loop does
     lead = len(out) - len(trailing)
     if lead < 0 or tuple(out[lead:]) != trailing or any(d != 1 for d in out[:lead]):
@@ -198,8 +198,7 @@ def _build(group: _Group, graph: Graph, users: dict, live: set) -> Op:
         if _needs_numel(op, graph):
             # an argument, not a literal: the kernel's source (and its compiled code) stays the same
             # for every batch size
-            numel = float(np.prod(shape, dtype=np.int64))
-            attrs["_numel"] = KernelScalar(slots.setdefault(numel, len(slots)), raw=True)
+            attrs["_numel"] = KernelScalar(slots.setdefault(Numel(tuple(shape)), len(slots)), raw=True)
         body.append((op.op, tuple(args), freeze_attrs(attrs)))
         out = op.outputs[0]
         temp_of[out] = len(body) - 1
@@ -230,8 +229,8 @@ def _merge(a: Op, b: Op) -> Op:
     source_of = {}
     for k, v in enumerate(b.inputs):
         source_of[k] = ("out", a.outputs.index(v)) if v in a.outputs else ("in", len(a.inputs) + b_inputs.index(v))
-    slots_a = {v: int(k[1:]) for k, v in a.attrs if k.startswith("s") and isinstance(v, (ScalarSlot, float))}
-    slots_b = {int(k[1:]): v for k, v in b.attrs if k.startswith("s") and isinstance(v, (ScalarSlot, float))}
+    slots_a = {v: int(k[1:]) for k, v in a.attrs if k.startswith("s") and isinstance(v, (ScalarSlot, Numel))}
+    slots_b = {int(k[1:]): v for k, v in b.attrs if k.startswith("s") and isinstance(v, (ScalarSlot, Numel))}
     merged_slots = dict(slots_a)
     renumber = {}
     for index, slot in sorted(slots_b.items()):

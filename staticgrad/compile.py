@@ -345,7 +345,8 @@ def flatten_outputs(out):
     return flat, walk(out)
 
 
-def _loaded_globals(code) -> set:
+@functools.lru_cache(maxsize=256)   # by the code's contents: its instructions decide the answer
+def _loaded_globals(code) -> frozenset:
     """Names a code object (and the functions, lambdas and comprehensions inside it) reads as
     globals: not every name in ``co_names``, which also holds attribute names."""
     names = set()
@@ -355,7 +356,7 @@ def _loaded_globals(code) -> set:
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _loaded_globals(const)
-    return names
+    return frozenset(names)
 
 
 def _global_guards(fn) -> list:

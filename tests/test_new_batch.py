@@ -132,3 +132,49 @@ def test_filled_in_results_equal_concrete_passes():
         got = run_pipeline(graph, cache=cache)
         wrong = replace(got[0], values={**got[0].values, 2: Value(2, (21, 3), "float32", "op")})
         generic._check_same((wrong,) + got[1:], run_pipeline(graph))
+
+
+def test_a_new_batch_size_shares_the_replay_code_and_the_kernel_sources():
+    eager_model, eager, model, compiled = eager_and_compiled()
+    run_both([32, 32, 32, 20, 20], eager_model, eager, model, compiled)
+    plans = {plan.signature[1][0][0]: plan for plan in compiled.plans if plan.replayable}
+    a, b = plans[32].executor, plans[20].executor
+    assert a.source != b.source                               # their shapes and counts differ...
+    assert a._build.__code__ is b._build.__code__             # ...and nothing else: one compile
+    kernels = [op.attr_dict["kernel"] for op in plans[20].graph.ops if op.op == "fused"]
+    assert kernels == [op.attr_dict["kernel"] for op in plans[32].graph.ops if op.op == "fused"]
+    assert all(k is j for k, j in zip(kernels, [op.attr_dict["kernel"] for op in plans[32].graph.ops
+                                                if op.op == "fused"]))
+
+
+def test_numbers_become_names_bound_to_the_same_values():
+    from staticgrad.runtime.compiled import _code
+
+    source = ("def f(b12, x):\n"
+              "    return (b12 + 1.5e-07, x[3], 'b3 7', \"4\", 2.0, -0.0, 0x1f, 1_0, 10, 1e+16)\n")
+    code, numbers = _code(source)
+    assert numbers == {"_sgN0": 1.5e-07, "_sgN1": 3, "_sgN2": 2.0, "_sgN3": 0.0, "_sgN4": 10, "_sgN5": 1e16}
+    assert [type(v) for v in numbers.values()] == [float, int, float, float, int, float]
+    namespace = dict(numbers)
+    exec(code, namespace)
+    expected = {}
+    exec(source, expected)
+    got, want = namespace["f"](1, [0, 1, 2, 3]), expected["f"](1, [0, 1, 2, 3])
+    assert got == want and [type(v) for v in got] == [type(v) for v in want]
+    assert str(got[5]) == "-0.0"
+    assert _code(source.replace("10, 1e+16", "11, 2e+16"))[0] is code     # one template, one compile
+
+
+def test_kernel_sources_are_kept_by_kernel_object_not_by_equality():
+    from staticgrad.compiler.codegen import kernel_source
+    from staticgrad.compiler.ir import FusedKernel, FusedLoop
+
+    def kernel(other):
+        loop = FusedLoop(1, "float32", (0,), ((("in", 0), (0,)),),
+                         (("mul_scalar", (("in", 0),), (("other", other),)),), ((0, 0, (0,)),), ())
+        return FusedKernel((loop,), 1, 1, 0, 1)
+
+    zero, minus_zero = kernel(0.0), kernel(-0.0)
+    assert zero == minus_zero                     # equal as data...
+    assert kernel_source(zero)[1] != kernel_source(minus_zero)[1]      # ...printed apart
+    assert kernel_source(zero) is kernel_source(zero)

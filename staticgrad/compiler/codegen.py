@@ -179,6 +179,14 @@ sqrt = np.sqrt
 '''
 
 
+# kernel_source's results by kernel object (held, so that its id stays its own): the passes' result
+# for a structure is reused by every batch size (compiler/generic.py), kernel objects and all, so a
+# new batch size generates no kernel source. By identity, not equality: equal kernels may still
+# differ in how they print (an attribute 1 against 1.0).
+_SOURCES: dict = {}
+_SOURCES_KEPT = 512
+
+
 def kernel_source(kernel, same_as: tuple = ()) -> tuple:
     """(name, module source) of a fused group's Numba kernel. The name hashes the source, so
     the same pattern (in every layer, every model) compiles once.
@@ -186,9 +194,21 @@ def kernel_source(kernel, same_as: tuple = ()) -> tuple:
     ``same_as[k]`` is the input whose array output k is written into (an in-place update), or
     None: such an output is not a separate argument, its stores go to that input. Besides saving
     dispatch time, one argument for both lets LLVM see the loop reads and writes one array."""
+    same_as = tuple(same_as) or (None,) * kernel.n_outputs
+    key = (id(kernel), same_as)
+    kept = _SOURCES.get(key)
+    if kept is not None and kept[0] is kernel:
+        return kept[1]
+    result = _kernel_source(kernel, same_as)
+    if len(_SOURCES) >= _SOURCES_KEPT:
+        _SOURCES.clear()
+    _SOURCES[key] = (kernel, result)
+    return result
+
+
+def _kernel_source(kernel, same_as: tuple) -> tuple:
     import hashlib
 
-    same_as = tuple(same_as) or (None,) * kernel.n_outputs
     arrays = {("in", k): f"a{k}" for k in range(kernel.n_inputs)}
     for k, source in enumerate(same_as):
         arrays[("out", k)] = f"a{source}" if source is not None else f"o{k}"

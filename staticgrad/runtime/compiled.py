@@ -6,6 +6,9 @@ constants and op forwards, so a saved plan runs without the compiler.
 
 from __future__ import annotations
 
+import re
+import threading
+
 import numpy as np
 
 from staticgrad.errors import PlanError
@@ -29,8 +32,10 @@ class CompiledReplay:
     def __init__(self, program: Program, source: str):
         self.program = program
         self.source = source
+        code, numbers = _code(source)
         namespace = dict(_NAMESPACE)
-        exec(compile(source, "<staticgrad replay>", "exec"), namespace)
+        namespace.update(numbers)
+        exec(code, namespace)
         self._build = namespace["build"]
         self._forwards = {name: OPS[name].forward for name in {s.op for s in program.steps if s.mode != KERNEL}}
         self._kernels = {name: load_kernel(name, source) for name, source in program.kernels.items()}
@@ -62,3 +67,41 @@ class CompiledReplay:
         finally:
             if len(idle) < MAX_IDLE_ARENAS:
                 idle.append(replay)
+
+
+# ---- compiled code, shared by sources that differ only in their numbers ---------------------------
+
+# A number token outside a string literal (strings are matched first and kept). Not a number that
+# is part of a name (b106), follows a dot, or runs on into letters, dots or digits (1j, 0x1f, 1_0):
+# those stay in the template as they are.
+_TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")|(?<![\w.])(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![\w.])""")
+_CODES: dict = {}          # template source -> code object
+_CODES_KEPT = 256
+_CODES_LOCK = threading.Lock()
+
+
+def _code(source: str) -> tuple:
+    """(code, names): ``source`` with each number token replaced by a name (``_sgN0``, ``_sgN1``...)
+    compiled once per template, and the names bound to the numbers. A name evaluates to the object
+    the literal would, so the code computes exactly what ``source`` does; sources that differ only in
+    numbers (a new batch size: its shapes and element counts) share one compile."""
+    numbers = {}
+
+    def name(match):
+        if match.group(1) is not None:
+            return match.group(1)
+        text = match.group(2)
+        key = f"_sgN{len(numbers)}"
+        numbers[key] = int(text) if text.isdigit() else float(text)
+        return key
+
+    template = _TOKEN.sub(name, source)
+    with _CODES_LOCK:
+        code = _CODES.get(template)
+    if code is None:
+        code = compile(template, "<staticgrad replay>", "exec")
+        with _CODES_LOCK:
+            if len(_CODES) >= _CODES_KEPT:
+                _CODES.clear()
+            _CODES[template] = code
+    return code, numbers

@@ -43,22 +43,25 @@ def generate(program: Program) -> str:
     names = _names(program)
     kernels = {}
     calls = []
-    for step in program.steps:
+    lines = {}
+    for i, step in enumerate(program.steps):
         if step.mode == KERNEL:
             ins = [names.get(v, f"v{v}") for v in step.inputs]
             outs = [names.get(v, f"v{v}") for v in step.outputs]
-            name, source, _ = kernel_for_step(step, ins, outs)
+            name, source, args = kernel_for_step(step, ins, outs)
             kernels[name] = source
             calls.append(name)
+            lines[i] = f"{name}({', '.join(args)})"
     program.kernels = kernels
     program.notes["kernel_calls"] = calls
-    return replay_source(program)
+    return replay_source(program, lines)
 
 
-def replay_source(program: Program) -> str:
+def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
     """Source of ``build(views, constants, forwards, kernels, np)`` returning
     ``replay(inputs, captured, scalars, recycled)``; ``recycled[k]``, if not None, is an array
-    the k-th result may be written into instead of a new one."""
+    the k-th result may be written into instead of a new one. ``kernel_lines``: the kernel calls
+    already made, by step index."""
     names = _names(program)
     shapes = {spec.slot: spec.shape for spec in program.buffers}
     shapes.update({slot: array.shape for slot, array in program.constants.items()})
@@ -96,8 +99,10 @@ def replay_source(program: Program) -> str:
                 body.append(f"        r{spec.slot} = {empty} if recycled[{k}] is None else recycled[{k}]")
             else:
                 body.append(f"        r{spec.slot} = {empty}")
-    for step in program.steps:
-        body.append("        " + _statement(step, name, shapes))
+    kernel_lines = kernel_lines or {}
+    for i, step in enumerate(program.steps):
+        line = kernel_lines.get(i)
+        body.append("        " + (line if line is not None else _statement(step, name, shapes)))
     for source, target in program.writebacks:
         body.append(f"        np.copyto({name(target)}, {name(source)})")
     results = []

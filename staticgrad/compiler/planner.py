@@ -54,13 +54,14 @@ def alias_roots(graph: Graph) -> dict:
     return roots
 
 
-def direct_writebacks(graph: Graph) -> dict:
+def direct_writebacks(graph: Graph, roots: dict | None = None) -> dict:
     """Writebacks whose source can be computed straight into the target's storage: {source: target}.
 
     Safe when nothing after the producing op reads the target's old value (or a view of it), the
     source is not returned, and the producing op reads the target only where it writes it: a
     fused loop loading and storing at the same index, or a single NumPy ufunc call."""
-    roots = alias_roots(graph)
+    if roots is None:
+        roots = alias_roots(graph)
     producer = {v: i for i, op in enumerate(graph.ops) for v in op.outputs}
     results = set(graph.results)
     last_read = {}  # storage owner -> index of the last op reading it (or a view of it)
@@ -68,6 +69,7 @@ def direct_writebacks(graph: Graph) -> dict:
         for v in op.inputs:
             last_read[roots.get(v, v)] = i
     direct = {}
+    viewed_inputs = {}  # producing op -> storage owners it reads through a view (computed once per op)
     for source, target in graph.writebacks:
         p = producer.get(source)
         if p is None or source in results or roots.get(source, source) != source:
@@ -76,7 +78,10 @@ def direct_writebacks(graph: Graph) -> dict:
         if op.opdef.kind == "view" or op.returns_own_arrays:
             continue
         later_reads = last_read.get(target, -1) > p
-        views_read = any(roots.get(v, v) == target and v != target for v in op.inputs)
+        through_views = viewed_inputs.get(p)
+        if through_views is None:
+            through_views = viewed_inputs[p] = {roots[v] for v in op.inputs if v in roots and roots[v] != v}
+        views_read = target in through_views
         if later_reads or views_read or graph.values[target].shape != graph.values[source].shape:
             continue
         if target in op.inputs and not reads_in_place(op, target, source):
@@ -85,10 +90,10 @@ def direct_writebacks(graph: Graph) -> dict:
     return direct
 
 
-def lifetimes(graph: Graph, bound: dict | None = None) -> dict:
+def lifetimes(graph: Graph, bound: dict | None = None, roots: dict | None = None) -> dict:
     """Lifetime of every buffer an op output owns (views and in-place outputs extend their
     owner's lifetime). Values in ``bound`` live in an input's or captured value's storage."""
-    roots = alias_roots(graph)
+    roots = dict(roots) if roots is not None else alias_roots(graph)
     if bound:
         roots.update(bound)
     external = set(graph.inputs) | set(graph.captured) | set(graph.constants) | set(bound or ())
@@ -200,8 +205,8 @@ def lower_bound(spans: list, n_steps: int) -> int:
 
 def plan_program(graph: Graph) -> Program:
     roots = alias_roots(graph)
-    bound = direct_writebacks(graph)
-    spans = lifetimes(graph, bound)
+    bound = direct_writebacks(graph, roots)
+    spans = lifetimes(graph, bound, roots)
     fresh = {roots.get(v, v) for v in graph.results}
     arena_spans = [lt for v, lt in spans.items() if v not in fresh]
     offsets, arena_bytes = (pack if len(arena_spans) <= GREEDY_LIMIT else pack_sweep)(arena_spans)

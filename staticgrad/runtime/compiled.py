@@ -76,7 +76,8 @@ class CompiledReplay:
 # those stay in the template as they are.
 _TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")|(?<![\w.])(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![\w.])""")
 _CODES: dict = {}          # template source -> code object
-_CODES_KEPT = 256
+_LINES: dict = {}          # source line -> (the text around its numbers, the numbers)
+_KEPT = 4096
 _CODES_LOCK = threading.Lock()
 
 
@@ -84,24 +85,52 @@ def _code(source: str) -> tuple:
     """(code, names): ``source`` with each number token replaced by a name (``_sgN0``, ``_sgN1``...)
     compiled once per template, and the names bound to the numbers. A name evaluates to the object
     the literal would, so the code computes exactly what ``source`` does; sources that differ only in
-    numbers (a new batch size: its shapes and element counts) share one compile."""
+    numbers (a new batch size: its shapes and element counts) share one compile. Lines are split
+    once each (most lines recur from one batch size to the next); a source whose string literals
+    could span lines is compiled as it is."""
+    if "\"\"\"" in source or "'''" in source or "\\\n" in source:
+        return compile(source, "<staticgrad replay>", "exec"), {}
     numbers = {}
-
-    def name(match):
-        if match.group(1) is not None:
-            return match.group(1)
-        text = match.group(2)
-        key = f"_sgN{len(numbers)}"
-        numbers[key] = int(text) if text.isdigit() else float(text)
-        return key
-
-    template = _TOKEN.sub(name, source)
+    lines = []
+    for line in source.split("\n"):
+        split = _LINES.get(line)
+        if split is None:
+            split = _split_numbers(line)
+            if len(_LINES) >= _KEPT:
+                _LINES.clear()
+            _LINES[line] = split
+        texts, values = split
+        if not values:
+            lines.append(line)
+            continue
+        parts = [texts[0]]
+        for value, text in zip(values, texts[1:]):
+            key = f"_sgN{len(numbers)}"
+            numbers[key] = value
+            parts.append(key)
+            parts.append(text)
+        lines.append("".join(parts))
+    template = "\n".join(lines)
     with _CODES_LOCK:
         code = _CODES.get(template)
     if code is None:
         code = compile(template, "<staticgrad replay>", "exec")
         with _CODES_LOCK:
-            if len(_CODES) >= _CODES_KEPT:
+            if len(_CODES) >= _KEPT // 16:
                 _CODES.clear()
             _CODES[template] = code
     return code, numbers
+
+
+def _split_numbers(line: str) -> tuple:
+    """(the texts between a line's number tokens, the numbers' values)."""
+    texts, values, position = [], [], 0
+    for match in _TOKEN.finditer(line):
+        text = match.group(2)
+        if text is None:
+            continue   # a string literal: kept whole
+        texts.append(line[position:match.start()])
+        values.append(int(text) if text.isdigit() else float(text))
+        position = match.end()
+    texts.append(line[position:])
+    return tuple(texts), tuple(values)

@@ -236,7 +236,7 @@ class TraceRecord:
     float_arguments_static: bool = False  # Python made a plain value of a float argument
 
 
-@dataclass
+@dataclass(slots=True)
 class _Binding:
     value: int
     storage: int
@@ -300,8 +300,10 @@ class Tracer:
 
     def _bind(self, t: Tensor, vid: int, storage: int, full: bool, created: bool = False) -> None:
         key = id(t)
-        self._storage_writes.setdefault(storage, 0)
-        self._bindings[key] = _Binding(vid, storage, self._storage_writes[storage], full)
+        writes = self._storage_writes.get(storage)
+        if writes is None:
+            writes = self._storage_writes[storage] = 0
+        self._bindings[key] = _Binding(vid, storage, writes, full)
         if full:
             self._storage_value[storage] = vid
         if key not in self._refs:
@@ -413,6 +415,8 @@ class Tracer:
         return slot
 
     def concrete_attrs(self, attrs: dict) -> dict:
+        if not attrs:
+            return attrs
         for v in attrs.values():
             if type(v) is ScalarRef:
                 return {k: _raw(x) if type(x) is ScalarRef else x for k, x in attrs.items()}

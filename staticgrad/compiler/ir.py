@@ -78,7 +78,13 @@ class Op:
 
 def freeze_attrs(attrs: dict) -> tuple:
     """Attributes as a sorted tuple of pairs, lists turned into tuples so the result hashes."""
-    return tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+    for v in attrs.values():
+        if type(v) not in _ATOMS and not isinstance(v, (np.dtype, ScalarSlot)):
+            return tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+    return tuple(sorted(attrs.items()))   # keys differ, so the sort never compares values
+
+
+_ATOMS = frozenset((int, float, str, bool, type(None)))   # _freeze keeps these as they are (and dtypes, slots)
 
 
 def _freeze(v: Any):

@@ -28,8 +28,11 @@ class Tape:
 
     def _value(self, shape, dtype, kind: str, phase: str = "forward") -> int:
         vid = self._next_id
-        self._next_id += 1
-        self.graph.values[vid] = Value(vid, tuple(map(int, shape)), _dtype_name(dtype), kind, phase)
+        self._next_id = vid + 1
+        name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
+        # an array's shape is already a tuple of ints
+        self.graph.values[vid] = Value(vid, shape if type(shape) is tuple else tuple(map(int, shape)), name, kind,
+                                       phase)
         return vid
 
     def input(self, shape, dtype) -> int:
@@ -54,8 +57,11 @@ class Tape:
 
     def op(self, name: str, inputs, attrs: dict, outputs, phase: str = "forward") -> tuple:
         """Record one op; ``outputs`` are (shape, dtype) pairs. Returns the new value ids."""
-        out_ids = tuple(self._value(shape, dtype, "op", phase) for shape, dtype in outputs)
-        self.graph.ops.append(Op(name, tuple(inputs), out_ids, freeze_attrs(attrs)))
+        if len(outputs) == 1:
+            out_ids = (self._value(outputs[0][0], outputs[0][1], "op", phase),)
+        else:
+            out_ids = tuple([self._value(shape, dtype, "op", phase) for shape, dtype in outputs])
+        self.graph.ops.append(Op(name, tuple(inputs), out_ids, freeze_attrs(attrs) if attrs else ()))
         return out_ids
 
     def finish(self, results, writebacks) -> Graph:

@@ -128,7 +128,7 @@ def canonical(graph: Graph):
         if code is None:
             code = memo[shape] = tuple(d if d < 2 else symbols.setdefault(d, -2 - len(symbols)) for d in shape)
         values.append((v.id, code, v.dtype, v.kind, v.phase))
-    ops = tuple((op.op, op.inputs, op.outputs, _typed(op.attrs)) if op.attrs else (op.op, op.inputs, op.outputs)
+    ops = tuple((op.op, op.inputs, op.outputs, _typed_attrs(op.attrs)) if op.attrs else (op.op, op.inputs, op.outputs)
                 for op in graph.ops)
     key = (tuple(values), ops, tuple(graph.inputs), tuple(graph.captured), tuple(graph.constants),
            graph.n_scalars, tuple(graph.results), tuple(graph.writebacks), tuple(graph.reuse.items()))
@@ -137,6 +137,20 @@ def canonical(graph: Graph):
     except TypeError:
         return None
     return key, tuple(symbols)
+
+
+def _typed_attrs(attrs: tuple) -> tuple:
+    """_typed of an op's (name, value) pairs, the common plain values inline."""
+    typed = []
+    for k, v in attrs:
+        t = type(v)
+        if t is int or t is str or t is bool or v is None:
+            typed.append((k, t, v))
+        elif t is float:
+            typed.append((k, t, v.hex()))
+        else:
+            typed.append((k, _typed(v)))
+    return tuple(typed)
 
 
 def _typed(x):
@@ -198,10 +212,19 @@ def _instantiate(x, dims: tuple):
     if t is Dim:
         return dims[x.index]
     if t is tuple:
-        return tuple(_instantiate(item, dims) for item in x)
+        return tuple([dims[item.index] if type(item) is Dim else item if type(item) is int else _instantiate(item, dims)
+                      for item in x])
     if t is Numel:
         return Numel(_instantiate(x.shape, dims))
     return x
+
+
+def _fill_attrs(attrs: tuple, positions: tuple, dims: tuple) -> tuple:
+    filled = list(attrs)
+    for i in positions:
+        name, value = attrs[i]
+        filled[i] = (name, _instantiate(value, dims))
+    return tuple(filled)
 
 
 class _Template:
@@ -225,7 +248,11 @@ class _Template:
                 self.values.append((vid, "dims", v))
             else:
                 self.values.append((vid, "same", v))
-        self.ops = [(op, any(_has_dims(value) for _, value in op.attrs)) for op in graph.ops]
+        # per op, the positions of the attributes that hold dims (None: the op as it is)
+        self.ops = []
+        for op in graph.ops:
+            positions = tuple(i for i, (_, value) in enumerate(op.attrs) if _has_dims(value))
+            self.ops.append((op, positions or None))
 
     def fill(self, concrete: Graph, dims: tuple) -> Graph:
         source_values = concrete.values
@@ -237,8 +264,8 @@ class _Template:
                 values[vid] = Value(vid, _instantiate(v.shape, dims), v.dtype, v.kind, v.phase)
             else:
                 values[vid] = v
-        ops = [Op(op.op, op.inputs, op.outputs, _instantiate(op.attrs, dims)) if filled else op
-               for op, filled in self.ops]
+        ops = [op if positions is None else Op(op.op, op.inputs, op.outputs, _fill_attrs(op.attrs, positions, dims))
+               for op, positions in self.ops]
         g = self.graph
         return Graph(values=values, ops=ops, inputs=list(g.inputs), captured=list(g.captured),
                      constants={k: concrete.constants[k] for k in g.constants}, n_scalars=g.n_scalars,

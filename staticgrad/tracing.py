@@ -354,7 +354,12 @@ class Tracer:
     def on_op(self, op, inputs, attrs, outputs, inplace_target, cast) -> None:
         if self.failure is not None:
             return
-        in_ids = [self._read(t) for t in inputs]
+        bindings, writes = self._bindings, self._storage_writes
+        in_ids = []
+        for t in inputs:
+            b = bindings.get(id(t))
+            # _read's common case inline: a bound tensor whose storage was not written since
+            in_ids.append(b.value if b is not None and writes[b.storage] == b.writes else self._read(t))
         if self.failure is not None:
             return
         if cast is not None:

@@ -116,7 +116,7 @@ def _code(source: str) -> tuple:
     if code is None:
         code = compile(template, "<staticgrad replay>", "exec")
         with _CODES_LOCK:
-            if len(_CODES) >= _KEPT // 16:
+            if len(_CODES) >= 64:
                 _CODES.clear()
             _CODES[template] = code
     return code, numbers

@@ -21,6 +21,9 @@ def fold_constants(graph: Graph) -> tuple:
     kept = []
     changed = False
     for op in graph.ops:
+        if op.inputs and op.inputs[0] not in constants:
+            kept.append(op)  # not all inputs constant (the usual case, told by the first)
+            continue
         opdef = op.opdef
         foldable = (opdef.kind in ("factory", "elementwise", "reduction", "view", "matmul")
                     and all(v in constants for v in op.inputs)

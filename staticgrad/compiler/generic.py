@@ -295,7 +295,9 @@ def symbolic_copy(graph: Graph, dims: tuple, roles_marker: dict) -> Graph:
 
 
 class PassCache:
-    """Shape-generic pass results of one compiled function, by canonical form (the newest few)."""
+    """Shape-generic pass results of one compiled function, by canonical form (the newest few).
+    Keyed by the passes too; settings the passes read (fuse.MIN_GROUP...) are read when a structure
+    first compiles."""
 
     def __init__(self, limit: int = 8):
         self.limit = limit

@@ -115,7 +115,7 @@ def test_a_pass_that_reads_a_dims_value_runs_concretely_every_time():
         final, report, _ = run_pipeline(_tiny_graph(2.0, n), pipeline=pipeline, cache=cache)
         assert report[-1] == ("_reads_a_dim", n * 3 > 100)
         assert all(d in (n, 3) for v in final.values.values() for d in v.shape)
-    assert cache.symbolic_runs == 0 and len(cache) == 1   # tried once, then concrete
+    assert cache.symbolic_runs == 0 and cache.reuses == 0 and len(cache) == 1   # tried once, then concrete
 
 
 def test_filled_in_results_equal_concrete_passes():

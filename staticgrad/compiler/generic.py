@@ -324,7 +324,8 @@ class PassCache:
                 self._entries.popitem(last=False)
         else:
             self._entries.move_to_end(key)
-            self.reuses += 1
+            if entry is not False:
+                self.reuses += 1
         if entry is False:
             return run_concrete(graph, passes)
         final = entry.final.fill(graph, dims)

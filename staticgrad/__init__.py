@@ -5,13 +5,13 @@
 replays the recorded program on later calls, with no graph rebuilding.
 """
 
-from staticgrad.tensor import Size, Tensor  # noqa: I001  (first: the rest builds on it)
+from staticgrad._eager.tensor import Size, Tensor  # noqa: I001  (first: the rest builds on it)
 from staticgrad import autograd, functional
 from staticgrad.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from staticgrad.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
+from staticgrad._eager.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                                  manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                                  tensor, zeros, zeros_like)
-from staticgrad.functional import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk, clamp, clip,
+from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk, clamp, clip,
                                    clone, concat, concatenate, detach, div, divide, dot, eq, exp, expand, flatten,
                                    gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not, logsumexp, lt,
                                    matmul, max, maximum, mean, min, minimum, mm, mul, multiply, mv, narrow, ne,
@@ -20,10 +20,10 @@ from staticgrad.functional import (abs, add, addmm, amax, amin, argmax, argmin, 
                                    t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze, where)
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
-from staticgrad.tensor import Device as device
+from staticgrad._eager.tensor import Device as device
 from staticgrad import inspect, nn, optim
 from staticgrad.errors import TraceError
-from staticgrad.compile import compile
+from staticgrad.record.compiled import compile
 
 float = float32
 double = float64
@@ -46,6 +46,6 @@ def get_default_dtype():
 
 
 def initial_seed() -> int:
-    from staticgrad.creation import seed_of
+    from staticgrad._eager.creation import seed_of
 
     return seed_of()

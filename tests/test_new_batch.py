@@ -148,7 +148,7 @@ def test_a_new_batch_size_shares_the_replay_code_and_the_kernel_sources():
 
 
 def test_numbers_become_names_bound_to_the_same_values():
-    from staticgrad.runtime.compiled import _code
+    from staticgrad.runtime.replay import _code
 
     source = ("def f(b12, x):\n"
               "    return (b12 + 1.5e-07, x[3], 'b3 7', \"4\", 2.0, -0.0, 0x1f, 1_0, 10, 1e+16)\n")

@@ -16,7 +16,7 @@ from staticgrad.compiler.passes.fuse import fuse_elementwise
 from staticgrad.compiler.passes.inplace import reuse_inputs_in_place
 from staticgrad.compiler.passes.simplify import simplify
 from staticgrad.compiler.planner import lifetimes, lower_bound, pack, pack_sweep, plan_program
-from staticgrad.runtime.executor import Interpreter
+from staticgrad.runtime.interpreter import Interpreter
 
 
 def record(fn, *inputs):
@@ -30,7 +30,7 @@ def record(fn, *inputs):
 def run_graph(graph: Graph, plan, inputs) -> list:
     """Results of ``graph`` through the plain interpreter, or the generated code once lowered."""
     from staticgrad.compiler.codegen import generate
-    from staticgrad.runtime.compiled import CompiledReplay
+    from staticgrad.runtime.replay import CompiledReplay
 
     program = plan_program(graph)
     captured = [a.copy() for a in plan._bind_captured(list(inputs))]

@@ -397,7 +397,7 @@ def test_fused_generated_replay_equals_the_interpreter_oracle():
     """The optimised program (passes, fusion, generated code, direct writebacks) computes exactly
     what the plain interpreter computes on the unfused program."""
     from staticgrad.compiler.planner import plan_program
-    from staticgrad.runtime.executor import Interpreter
+    from staticgrad.runtime.interpreter import Interpreter
 
     model = mlp()
     opt = sg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)

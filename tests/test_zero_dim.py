@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import staticgrad
-from staticgrad.tensor_methods import METHODS
+from staticgrad._eager.methods import METHODS
 from tests.oracle import compare, torch
 
 X, Y, P = np.array(0.3), np.array(0.7), np.array(1.3)  # P > 0 for log, sqrt, pow
@@ -292,7 +292,7 @@ def _public_names():
                    and getattr(functional, n, None) is getattr(staticgrad, n)}
     methods = {f"Tensor.{n}" for n in METHODS if not n.startswith("__")} | {"Tensor.T", "Tensor.mT"}
     nn_functional = {f"F.{n}" for n, f in vars(staticgrad.nn.functional).items() if not n.startswith("_")
-                     and inspect.isfunction(f) and f.__module__.startswith(("staticgrad.nn", "staticgrad.functional"))}
+                     and inspect.isfunction(f) and f.__module__.startswith(("staticgrad.nn", "staticgrad._eager.functions"))}
     return torch_level | methods | nn_functional
 
 

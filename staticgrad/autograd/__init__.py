@@ -1,13 +1,13 @@
 """Autograd: backward-graph nodes, the backward engine, grad mode."""
 
-from staticgrad.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
+from staticgrad._eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                                            set_grad_enabled)
-from staticgrad.autograd.node import AccumulateGrad, Node
+from staticgrad._eager.node import AccumulateGrad, Node
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
-    from staticgrad.autograd.engine import backward as run
+    from staticgrad._eager.engine import backward as run
 
     return run(tensors, grad_tensors, retain_graph, create_graph, inputs)
 
@@ -15,7 +15,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
          materialize_grads=False):
     """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
-    from staticgrad.autograd.engine import grad as run
+    from staticgrad._eager.engine import grad as run
 
     return run(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads)
 

@@ -65,7 +65,7 @@ def _kernels_only(plan, data):
     """The eager step's own NumPy calls, as recorded, run back to back by the plain interpreter:
     no Tensor, no graph node, no dispatch (parameters updated in copies)."""
     from staticgrad.compiler.planner import plan_program
-    from staticgrad.runtime.executor import Interpreter
+    from staticgrad.runtime.interpreter import Interpreter
 
     interpreter = Interpreter(plan_program(plan.record.graph))
     captured = [array.copy() for array in plan._bind_captured(list(data[0]))]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from staticgrad.dispatch import dispatch
+from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 
 APPROXIMATIONS = ("none", "tanh")
 

@@ -9,8 +9,8 @@ ceil_mode and padding modes other than zeros.
 from __future__ import annotations
 
 
-from staticgrad import functional as fn
-from staticgrad.dispatch import dispatch
+from staticgrad._eager import functions as fn
+from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS

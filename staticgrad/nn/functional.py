@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import warnings
 
-from staticgrad import functional as fn
-from staticgrad.dispatch import dispatch
+from staticgrad._eager import functions as fn
+from staticgrad._eager.dispatch import dispatch
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 
 relu = fn.relu
 tanh = fn.tanh

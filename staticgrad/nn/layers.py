@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from staticgrad import functional as fn
+from staticgrad._eager import functions as fn
 from staticgrad.nn import functional as F
 from staticgrad.nn import init
 from staticgrad.nn.module import Module

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from staticgrad import functional as fn
-from staticgrad.dispatch import dispatch
-from staticgrad.functional import masked_fill_
+from staticgrad._eager import functions as fn
+from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.functions import masked_fill_
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 
 from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number
-from staticgrad.autograd.grad_mode import no_grad
+from staticgrad._eager.grad_mode import no_grad
 from staticgrad.nn.parameter import Parameter
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -263,7 +263,7 @@ class Module:
             from staticgrad.errors import TraceError
 
             raise TraceError("changing a module's dtype inside a compiled function cannot be replayed")
-        from staticgrad.functional import to_dtype
+        from staticgrad._eager.functions import to_dtype
 
         for module in self.modules():
             for name, p in module._parameters.items():
@@ -329,7 +329,7 @@ class Module:
                 if key in state_dict:
                     source = state_dict[key]
                     if not isinstance(source, Tensor):
-                        from staticgrad.creation import tensor
+                        from staticgrad._eager.creation import tensor
 
                         source = tensor(source)
                     target.copy_(source)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from staticgrad.creation import ones, zeros
-from staticgrad.dispatch import dispatch
+from staticgrad._eager.creation import ones, zeros
+from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn.activation import require_floating
 from staticgrad.nn.module import Module
 from staticgrad.nn.parameter import Parameter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.tensor import Tensor, _init
+from staticgrad._eager.tensor import Tensor, _init
 
 
 class Parameter(Tensor):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from staticgrad import functional as fn
-from staticgrad.creation import empty, zeros
+from staticgrad._eager import functions as fn
+from staticgrad._eager.creation import empty, zeros
 from staticgrad.nn import functional as F
 from staticgrad.nn import init
 from staticgrad.nn.module import Module

@@ -8,9 +8,9 @@ through ``hyper`` (betas through ``_beta``), so a replay re-reads it from ``para
 
 from __future__ import annotations
 
-from staticgrad import functional as fn
+from staticgrad._eager import functions as fn
 from staticgrad._state import Tracing
-from staticgrad.creation import zeros, zeros_like
+from staticgrad._eager.creation import zeros, zeros_like
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 

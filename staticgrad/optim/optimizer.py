@@ -13,8 +13,8 @@ from collections import defaultdict
 import functools
 
 from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number, phase
-from staticgrad.autograd.grad_mode import enable_grad, no_grad
-from staticgrad.tensor import Tensor
+from staticgrad._eager.grad_mode import enable_grad, no_grad
+from staticgrad._eager.tensor import Tensor
 
 _MISSING = object()
 

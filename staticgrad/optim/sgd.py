@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from staticgrad.functional import clone
+from staticgrad._eager.functions import clone
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 

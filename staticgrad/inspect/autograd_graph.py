@@ -1,4 +1,4 @@
-"""staticgrad.inspect: what a backward graph holds, and what backward has freed.
+"""staticgrad.inspect.autograd_graph: what a backward graph holds, and what backward has freed.
 
 ``graph(loss)`` walks the nodes reachable from a tensor's ``grad_fn`` (a leaf's AccumulateGrad)
 and takes a snapshot: every node's name and inputs (``next_functions``), and every slot it saves
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticgrad.autograd.node import AccumulateGrad, ReleasedNode, grad_accumulator
-from staticgrad.tensor import Tensor
+from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulator
+from staticgrad._eager.tensor import Tensor
 
 __all__ = ["graph", "Graph", "GraphNode", "SavedBuffer"]
 
@@ -139,12 +139,12 @@ class Graph:
     def __str__(self) -> str:
         if not self.nodes:
             return "no graph: the tensor does not require grad"
-        from staticgrad.inspect_draw import tree_lines
+        from staticgrad.inspect.draw import tree_lines
 
         return "\n".join(tree_lines(self) + [self.summary()])
 
     def __repr__(self) -> str:
-        return f"<staticgrad.inspect.Graph: {len(self.nodes)} nodes, {self.held_bytes} bytes held>"
+        return f"<staticgrad.inspect.autograd_graph.Graph: {len(self.nodes)} nodes, {self.held_bytes} bytes held>"
 
     def to_networkx(self):
         """A ``networkx.MultiDiGraph``: one node per backward node (name, saved buffers, held bytes,
@@ -163,7 +163,7 @@ class Graph:
 
     def render(self, path, dpi: int = 110) -> None:
         """Draw the graph as a layered picture (root on top, held buffers in orange) to ``path``."""
-        from staticgrad.inspect_draw import draw
+        from staticgrad.inspect.draw import draw
 
         draw(self, path, dpi)
 
@@ -172,7 +172,7 @@ def graph(*tensors) -> Graph:
     """Snapshot the backward graph reachable from ``tensors`` (several roots may share nodes)."""
     for t in tensors:
         if not isinstance(t, Tensor):
-            raise TypeError(f"staticgrad.inspect.graph expects tensors, got {type(t).__name__}")
+            raise TypeError(f"staticgrad.inspect.autograd_graph.graph expects tensors, got {type(t).__name__}")
     live, roots = _walk(tensors)
     slots, storage_bytes = _storage_facts(live)
     position = {node: i for i, node in enumerate(live)}

@@ -13,10 +13,10 @@ import weakref
 import numpy as np
 
 from staticgrad._state import Tracing
-from staticgrad.autograd.grad_mode import GradMode
-from staticgrad.autograd.node import AccumulateGrad, grad_accumulator
-from staticgrad.dispatch import F
-from staticgrad.tensor import Tensor
+from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.node import AccumulateGrad, grad_accumulator
+from staticgrad._eager.dispatch import F
+from staticgrad._eager.tensor import Tensor
 
 
 def _root_edge(t: Tensor, index: int):
@@ -40,7 +40,7 @@ def _root_grads(tensors, grads):
             out.append((F.full(shape=t._data.shape, value=1.0, dtype=t._data.dtype), True))
             continue
         if not isinstance(g, Tensor):
-            from staticgrad.creation import tensor
+            from staticgrad._eager.creation import tensor
 
             g = tensor(g, dtype=t.dtype)
         if g._data.shape != t._data.shape:
@@ -335,7 +335,7 @@ def register_tensor_hook(t: Tensor, hook):
         if t._hooks is None:
             t._hooks = []
         t._hooks.append(hook)
-        from staticgrad.autograd.node import _RemovableHandle
+        from staticgrad._eager.node import _RemovableHandle
 
         return _RemovableHandle(t._hooks, hook)
     return t.grad_fn._add_pre_hook(t._output_nr, hook)

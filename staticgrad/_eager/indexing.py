@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.dispatch import dispatch, dispatch_inplace
-from staticgrad.functional import unsqueeze
+from staticgrad._eager.dispatch import dispatch, dispatch_inplace
+from staticgrad._eager.functions import unsqueeze
 from staticgrad.ops import OPS
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 
 FULL_SLICE = ("slice", None, None, None)
 
 
 def _as_index_tensor(item):
-    from staticgrad.creation import tensor
+    from staticgrad._eager.creation import tensor
 
     array = np.asarray(item)
     if array.dtype.kind not in "iub":
@@ -133,7 +133,7 @@ def _full_template(items):
 
 def setitem(t: Tensor, index, value) -> None:
     """``t[index] = value`` in place (IndexPutBackward0 / CopySlices when autograd is involved)."""
-    from staticgrad.functional import full_like_scalar, to_dtype
+    from staticgrad._eager.functions import full_like_scalar, to_dtype
 
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
     template, tensors = _full_template(items)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._state import Tracing
-from staticgrad.dispatch import dispatch
-from staticgrad.functional import _sizes, as_scalar
+from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.functions import _sizes, as_scalar
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.factory import manual_seed as _manual_seed
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 
 
 def _np_dtype(dtype, default=None):

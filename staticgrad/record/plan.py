@@ -10,8 +10,8 @@ from __future__ import annotations
 from sys import getrefcount
 
 from staticgrad._state import Epoch, bump_epoch
-from staticgrad.autograd.node import ReleasedNode
-from staticgrad.tensor import Tensor
+from staticgrad._eager.node import ReleasedNode
+from staticgrad._eager.tensor import Tensor
 
 _MISSING = object()
 
@@ -197,26 +197,26 @@ class Plan:
     @property
     def buffers(self) -> list:
         """Every buffer: name, shape, dtype, nbytes, kind, producer op, first and last use, offset."""
-        from staticgrad.plan_report import buffers
+        from staticgrad.inspect.plan_report import buffers
 
         return buffers(self)
 
     @property
     def kernels(self) -> list:
         """The fused kernels: (name, the ops each fuses, number of loops)."""
-        from staticgrad.plan_report import kernels
+        from staticgrad.inspect.plan_report import kernels
 
         return kernels(self)
 
     def describe(self) -> str:
         """The buffer table, the fused kernels, and "arena, lower bound (ratio), eager peak"."""
-        from staticgrad.plan_report import describe
+        from staticgrad.inspect.plan_report import describe
 
         return describe(self)
 
     def render(self, path: str) -> None:
         """Draw the buffer-lifetime chart and the replayed program into an image file."""
-        from staticgrad.plan_report import render
+        from staticgrad.inspect.plan_report import render
 
         render(self, path)
 

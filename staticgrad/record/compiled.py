@@ -22,17 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from staticgrad._state import Epoch, Tracing
-from staticgrad.autograd.grad_mode import GradMode
+from staticgrad._eager.grad_mode import GradMode
 from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.generic import PassCache
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
-from staticgrad.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
-from staticgrad.plan import Plan
-from staticgrad.runtime.compiled import CompiledReplay
-from staticgrad.tensor import Tensor
-from staticgrad.tracing import CallFloats, Tracer
+from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
+from staticgrad.record.plan import Plan
+from staticgrad.runtime.replay import CompiledReplay
+from staticgrad._eager.tensor import Tensor
+from staticgrad.record.tracer import CallFloats, Tracer
 
 FALLBACKS = ("error", "eager")
 

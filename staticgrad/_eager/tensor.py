@@ -1,5 +1,5 @@
 """Tensor: a NumPy array plus autograd metadata (requires_grad, grad, grad_fn) and a version
-counter shared with its views. Methods delegate to ``staticgrad.functional``."""
+counter shared with its views. Methods delegate to ``staticgrad._eager.functions``."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ class Tensor:
             if not self._requires_grad:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             return
-        from staticgrad.autograd.engine import retain_grad
+        from staticgrad._eager.engine import retain_grad
 
         retain_grad(self)
 
@@ -232,12 +232,12 @@ class Tensor:
         return self._retains_grad
 
     def register_hook(self, hook):
-        from staticgrad.autograd.engine import register_tensor_hook
+        from staticgrad._eager.engine import register_tensor_hook
 
         return register_tensor_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
-        from staticgrad.autograd.engine import backward
+        from staticgrad._eager.engine import backward
 
         backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
 
@@ -302,7 +302,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         _read_guard(self, "printing")
-        from staticgrad.printing import tensor_repr
+        from staticgrad._eager.printing import tensor_repr
 
         return tensor_repr(self)
 
@@ -354,5 +354,5 @@ def _normalize_dim(dim: int, ndim: int) -> int:
     return dim + ndim if dim < 0 and ndim else (0 if dim < 0 else dim)
 
 
-# Methods that forward to staticgrad.functional are attached there, after both modules exist.
-from staticgrad import tensor_methods  # noqa: E402,F401
+# Methods that forward to staticgrad._eager.functions are attached there, after both modules exist.
+from staticgrad._eager import methods as tensor_methods  # noqa: E402,F401

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from staticgrad._state import Tracing
 from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
-from staticgrad.tensor import Tensor, serial_mark
+from staticgrad._eager.tensor import Tensor, serial_mark
 
 
 def guard(check, label: str):
@@ -529,7 +529,7 @@ class Tracer:
     # ---- the end of the call ------------------------------------------------------------------
 
     def finish(self, flat_outputs: list) -> TraceRecord:
-        from staticgrad.tracing_finish import finish
+        from staticgrad.record.finish import finish
 
         return finish(self, flat_outputs)
 

@@ -7,9 +7,9 @@ Python state that a replay would not update.
 
 from __future__ import annotations
 
-from staticgrad.autograd.node import AccumulateGrad, SavedTensor
-from staticgrad.tensor import Tensor
-from staticgrad.tracing import TraceRecord, Tracer
+from staticgrad._eager.node import AccumulateGrad, SavedTensor
+from staticgrad._eager.tensor import Tensor
+from staticgrad.record.tracer import TraceRecord, Tracer
 
 
 def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:

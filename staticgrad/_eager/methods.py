@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import warnings
 
-from staticgrad import functional as fn
-from staticgrad import indexing
+from staticgrad._eager import functions as fn
+from staticgrad._eager import indexing
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 
 
 def _reflect(f):

@@ -76,7 +76,7 @@ class SavedTensor:
                                                         output_of))
         if self.tensor is not None:
             return self.tensor
-        from staticgrad.tensor import Tensor
+        from staticgrad._eager.tensor import Tensor
 
         t = Tensor._make(self.array, True, node)
         t._output_nr = self.output_nr
@@ -157,7 +157,7 @@ class Node(_Hookable):
 
     def release(self) -> None:
         """Drop the freeable slots (what ``backward`` without ``retain_graph`` does), keeping what
-        each one was (``(shape, dtype)`` for a tensor, else the value) for ``staticgrad.inspect``."""
+        each one was (``(shape, dtype)`` for a tensor, else the value) for ``staticgrad.inspect.autograd_graph``."""
         self._released = True
         saved = self._saved
         if saved and self._freeable:
@@ -206,7 +206,7 @@ class Node(_Hookable):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __call__(self, *grads):
-        from staticgrad.autograd.engine import apply_node
+        from staticgrad._eager.engine import apply_node
 
         result = apply_node(self, list(grads))
         return result[0] if len(result) == 1 else result

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.autograd.grad_mode import GradMode
-from staticgrad.autograd.node import Node, SavedTensor, grad_accumulator
+from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.node import Node, SavedTensor, grad_accumulator
 from staticgrad.ops import OPS, OpDef
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad.tensor import Tensor
+from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 
 

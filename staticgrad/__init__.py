@@ -5,7 +5,8 @@
 replays the recorded program on later calls, with no graph rebuilding.
 """
 
-from staticgrad._eager.tensor import Size, Tensor  # noqa: I001  (first: the rest builds on it)
+from staticgrad._eager import methods as _methods  # noqa: F401, I001  (first: installs Tensor's methods)
+from staticgrad._eager.tensor import Size, Tensor
 from staticgrad import autograd, functional
 from staticgrad.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from staticgrad._eager.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
@@ -21,6 +22,7 @@ from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, ar
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
 from staticgrad._eager.tensor import Device as device
+from staticgrad._eager.creation import seed_of as _seed_of
 from staticgrad import inspect, nn, optim
 from staticgrad.errors import TraceError
 from staticgrad.record.compiled import compile
@@ -46,6 +48,4 @@ def get_default_dtype():
 
 
 def initial_seed() -> int:
-    from staticgrad._eager.creation import seed_of
-
-    return seed_of()
+    return _seed_of()

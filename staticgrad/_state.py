@@ -2,7 +2,72 @@
 dispatch.py can both read them without importing each other). The tracer and the phase are per
 thread, as PyTorch's grad mode is: one thread's trace never sees another thread's ops."""
 
+from __future__ import annotations
+
 import threading
+from typing import Any, Callable, Protocol
+
+
+class Recorder(Protocol):
+    """What the front end tells a trace under way (``Tracing.tracer``), in one place. The tracer
+    (``record/tracer.py``) implements it; eager code calls it only where ``Tracing.tracer`` is set.
+
+    Tensors and values:
+      ``on_op(op, inputs, attrs, outputs, inplace_target, cast)`` an op ran (dispatch);
+      ``on_alias(source, alias, kind)`` / ``on_copy(source, copy)`` a view or copy shares or takes
+      data outside dispatch; ``on_constant(t, from_array)`` a factory made a tensor from data;
+      ``on_unpack(t, value)`` a saved tensor came back in backward; ``value_of(t)`` the tape value
+      a tensor holds (saved for backward); ``on_outside_node(node)`` backward reached a node made
+      before the call; ``concrete_attrs(attrs)`` attributes with replay-time scalars made plain.
+    Reads and writes Python sees:
+      ``on_data_read(t, what)`` a tensor's numbers were read into Python (``.item()``, ``numpy()``);
+      ``on_grad_read(t)`` / ``on_grad_write(t, value)`` ``.grad`` was read or set;
+      ``on_requires_grad(t)`` ``requires_grad`` changed; ``on_stored_number(value)`` a number was
+      stored into module or optimizer state.
+    What a replay depends on:
+      ``add_guard(check, expected, label, identity=False)`` the one way to add a guard (see
+      ``guard``); ``add_module_guard(module)`` a module's mode and holdings, once per module;
+      ``dynamic_scalar(value, getter, key)`` a number a replay re-reads (see ``replay_scalar``);
+      ``fail(reason)`` the call cannot be replayed.
+    """
+
+    def on_op(self, op, inputs, attrs, outputs, inplace_target, cast) -> None: ...
+    def on_alias(self, source, alias, kind: str) -> None: ...
+    def on_copy(self, source, copy) -> None: ...
+    def on_constant(self, t, from_array: str | None) -> None: ...
+    def on_unpack(self, t, value: int) -> None: ...
+    def value_of(self, t) -> int | None: ...
+    def on_outside_node(self, node) -> None: ...
+    def concrete_attrs(self, attrs: dict) -> dict: ...
+    def on_data_read(self, t, what: str) -> None: ...
+    def on_grad_read(self, t) -> None: ...
+    def on_grad_write(self, t, value) -> None: ...
+    def on_requires_grad(self, t) -> None: ...
+    def on_stored_number(self, value) -> None: ...
+    def add_guard(self, check: Callable[[], Any], expected, label: str, identity: bool = False) -> None: ...
+    def add_module_guard(self, module) -> None: ...
+    def dynamic_scalar(self, value, getter: Callable[[], Any], key) -> float: ...
+    def fail(self, reason: str) -> None: ...
+
+
+def guard(check: Callable[[], Any], label: str, identity: bool = False):
+    """``check()``, and while a call is being traced, a guard that it keeps this value (or, with
+    ``identity``, that its ``(keys, objects)`` keep naming the very same objects): for Python state
+    the call branches on or reads tensors through (``Dropout`` reads ``self.training``)."""
+    value = check()
+    tracer = Tracing.tracer
+    if tracer is not None:
+        tracer.add_guard(check, value, label, identity)
+    return value
+
+
+def replay_scalar(value, getter: Callable[[], Any], key):
+    """``value``; while a call is being traced, a number its replays re-read with ``getter`` (an
+    optimizer's ``lr``). ``key`` names the number: two uses of one key are one replay-time scalar."""
+    tracer = Tracing.tracer
+    if tracer is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return tracer.dynamic_scalar(value, getter, key)
 
 
 class _Tracing(threading.local):
@@ -10,7 +75,7 @@ class _Tracing(threading.local):
     recorded; and which phase of a training step is running (recorded with each op, for plan
     inspection). Class attributes are each new thread's starting values."""
 
-    tracer = None
+    tracer: Recorder | None = None
     phase = "forward"
 
 

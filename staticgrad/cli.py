@@ -7,12 +7,13 @@ import json
 import sys
 
 from staticgrad.bench.models import DEFAULT_SIZES, SIZES
+import staticgrad
+from staticgrad.bench.models import batches, build, initial_weights
+from staticgrad.bench.report import table
+from staticgrad.bench.runner import run
 
 
 def _bench(args) -> int:
-    from staticgrad.bench.report import table
-    from staticgrad.bench.runner import run
-
     sizes = list(SIZES) if "all" in args.size else args.size
     report = run(sizes, args.steps, use_torch=not args.no_torch, show_progress=not args.quiet)
     print(table(report))
@@ -24,9 +25,6 @@ def _bench(args) -> int:
 
 
 def _inspect(args) -> int:
-    import staticgrad
-    from staticgrad.bench.models import batches, build, initial_weights
-
     size = SIZES[args.size]
     _, _, step = build(staticgrad, size, initial_weights(size))
     compiled = staticgrad.compile(step)

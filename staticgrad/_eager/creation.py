@@ -7,11 +7,12 @@ import numpy as np
 
 from staticgrad._state import Tracing
 from staticgrad._eager.dispatch import dispatch
-from staticgrad._eager.functions import _sizes, as_scalar
+from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.factory import manual_seed as _manual_seed
 from staticgrad._eager.tensor import Tensor
+from staticgrad.ops.factory import _GeneratorHolder
 
 
 def _np_dtype(dtype, default=None):
@@ -112,15 +113,15 @@ def _factory(op_name: str, requires_grad: bool, **attrs) -> Tensor:
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None) -> Tensor:
     value = as_scalar(fill_value)
     default = None if isinstance(value, float) else (np.dtype(np.bool_) if isinstance(value, bool) else np.dtype(np.int64))
-    return _factory("full", requires_grad, shape=_sizes((size,)), value=value, dtype=_np_dtype(dtype, default))
+    return _factory("full", requires_grad, shape=shape_argument((size,)), value=value, dtype=_np_dtype(dtype, default))
 
 
 def zeros(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _factory("full", requires_grad, shape=_sizes(size), value=0.0, dtype=_np_dtype(dtype))
+    return _factory("full", requires_grad, shape=shape_argument(size), value=0.0, dtype=_np_dtype(dtype))
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _factory("full", requires_grad, shape=_sizes(size), value=1.0, dtype=_np_dtype(dtype))
+    return _factory("full", requires_grad, shape=shape_argument(size), value=1.0, dtype=_np_dtype(dtype))
 
 
 empty = zeros
@@ -161,11 +162,11 @@ def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    return _factory("randn", requires_grad, shape=_sizes(size), dtype=_np_dtype(dtype))
+    return _factory("randn", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype))
 
 
 def rand(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    return _factory("rand", requires_grad, shape=_sizes(size), dtype=_np_dtype(dtype))
+    return _factory("rand", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype))
 
 
 def randn_like(input, *, dtype=None, requires_grad=False) -> Tensor:
@@ -183,7 +184,7 @@ def randint(low, high=None, size=None, *, dtype=None, requires_grad=False) -> Te
         raise TypeError("randint() missing required argument 'size'")
     if high is None:
         low, high = 0, low
-    return _factory("randint", requires_grad, shape=_sizes((size,)), low=low, high=high,
+    return _factory("randint", requires_grad, shape=shape_argument((size,)), low=low, high=high,
                     dtype=_np_dtype(dtype, np.dtype(np.int64)))
 
 
@@ -193,6 +194,4 @@ def manual_seed(seed: int) -> None:
 
 
 def seed_of() -> int:
-    from staticgrad.ops.factory import _GeneratorHolder
-
     return _GeneratorHolder.seed

@@ -14,7 +14,8 @@ import numpy as np
 
 from staticgrad._state import Tracing
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import AccumulateGrad, grad_accumulator
+from staticgrad._eager.creation import tensor
+from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
 from staticgrad._eager.dispatch import F
 from staticgrad._eager.tensor import Tensor
 
@@ -40,8 +41,6 @@ def _root_grads(tensors, grads):
             out.append((F.full(shape=t._data.shape, value=1.0, dtype=t._data.dtype), True))
             continue
         if not isinstance(g, Tensor):
-            from staticgrad._eager.creation import tensor
-
             g = tensor(g, dtype=t.dtype)
         if g._data.shape != t._data.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g._data.shape)} and "
@@ -226,7 +225,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
 def apply_node(node, grads_in):
     """Run one node's backward formula: gradients for each of its op's inputs."""
     tracer = Tracing.tracer
-    if tracer is not None and id(node) in tracer._outside_nodes:
+    if tracer is not None and id(node) in tracer.outside_nodes:
         tracer.on_outside_node(node)
     saved = node.unpack_saved()
     needs = tuple(meta is not None for meta in node._input_meta)
@@ -335,8 +334,6 @@ def register_tensor_hook(t: Tensor, hook):
         if t._hooks is None:
             t._hooks = []
         t._hooks.append(hook)
-        from staticgrad._eager.node import _RemovableHandle
-
         return _RemovableHandle(t._hooks, hook)
     return t.grad_fn._add_pre_hook(t._output_nr, hook)
 

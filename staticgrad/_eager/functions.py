@@ -8,6 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -18,11 +19,6 @@ _SCALAR_TYPES = (int, float, bool, np.number, np.bool_)
 
 def is_scalar(x) -> bool:
     return isinstance(x, _SCALAR_TYPES)
-
-
-def as_scalar(x):
-    """A Python number (NumPy scalars would not be weak in NumPy's promotion)."""
-    return x.item() if isinstance(x, (np.number, np.bool_)) else x
 
 
 def _op(name: str):
@@ -478,12 +474,6 @@ def _batched_matmul(a, b):
 
 # ---- shapes -----------------------------------------------------------------------------------
 
-def _sizes(args) -> tuple:
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(int(d) for d in args[0])
-    return tuple(int(d) for d in args)
-
-
 def infer_shape(shape: tuple, numel: int) -> tuple:
     unknown = [i for i, d in enumerate(shape) if d == -1]
     if len(unknown) > 1:
@@ -516,7 +506,7 @@ def _viewable(array, shape) -> bool:
 def reshape(input, *shape):
     """A view when the memory layout allows one, else a copy (Clone + UnsafeView), as PyTorch does."""
     require_tensor(input, "reshape")
-    shape = infer_shape(_sizes(shape), input._data.size)
+    shape = infer_shape(shape_argument(shape), input._data.size)
     if _viewable(input._data, shape):
         return dispatch(_op("view"), (input,), {"shape": shape})
     return dispatch(_op("unsafe_view"), (clone(input),), {"shape": shape})
@@ -526,7 +516,7 @@ def view(input, *shape):
     require_tensor(input, "view")
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         raise NotImplementedError("staticgrad's view() takes a shape; use .to(dtype) to change the dtype")
-    shape = infer_shape(_sizes(shape), input._data.size)
+    shape = infer_shape(shape_argument(shape), input._data.size)
     return dispatch(_op("view"), (input,), {"shape": shape})
 
 
@@ -564,7 +554,7 @@ def t(input):
 
 def permute(input, *dims):
     require_tensor(input, "permute")
-    dims = _sizes(dims)
+    dims = shape_argument(dims)
     ndim = input._data.ndim
     if len(dims) != ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does not match the "
@@ -594,7 +584,7 @@ def squeeze(input, dim=None, *, inplace_name=False):
 
 def expand(input, *sizes):
     require_tensor(input, "expand")
-    sizes = _sizes(sizes)
+    sizes = shape_argument(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
         raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of sizes "

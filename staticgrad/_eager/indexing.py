@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
-from staticgrad._eager.functions import unsqueeze
+from staticgrad._eager.creation import tensor
+from staticgrad._eager.functions import full_like_scalar, to_dtype, unsqueeze
 from staticgrad.ops import OPS
 from staticgrad._eager.tensor import Tensor
 
@@ -14,8 +15,6 @@ FULL_SLICE = ("slice", None, None, None)
 
 
 def _as_index_tensor(item):
-    from staticgrad._eager.creation import tensor
-
     array = np.asarray(item)
     if array.dtype.kind not in "iub":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
@@ -133,8 +132,6 @@ def _full_template(items):
 
 def setitem(t: Tensor, index, value) -> None:
     """``t[index] = value`` in place (IndexPutBackward0 / CopySlices when autograd is involved)."""
-    from staticgrad._eager.functions import full_like_scalar, to_dtype
-
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
     template, tensors = _full_template(items)
     if len(tensors) > 4:

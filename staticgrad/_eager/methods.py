@@ -1,13 +1,17 @@
-"""Tensor's PyTorch methods and operators, attached to the class from the functional layer."""
+"""Tensor's PyTorch methods and operators, and calling a backward node: installed on the data
+classes from the top of the eager core, so that ``tensor`` and ``node`` import nothing above them.
+``staticgrad/__init__`` imports this module first."""
 
 from __future__ import annotations
 
 import warnings
 
+from staticgrad._eager import engine, indexing
 from staticgrad._eager import functions as fn
-from staticgrad._eager import indexing
+from staticgrad._eager.node import Node
+from staticgrad._eager.printing import tensor_repr
+from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad._eager.tensor import Tensor
 
 
 def _reflect(f):
@@ -132,3 +136,33 @@ def _matrix_transpose(self):
 
 Tensor.T = property(lambda self: fn.permute(self, tuple(reversed(range(self._data.ndim)))))
 Tensor.mT = property(_matrix_transpose)
+
+
+def _retain_grad(self) -> None:
+    if self.grad_fn is None:
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        return
+    engine.retain_grad(self)
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+    engine.backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
+
+
+def _repr(self) -> str:
+    _read_guard(self, "printing")
+    return tensor_repr(self)
+
+
+def _call_node(self, *grads):
+    """``node(grad)``: run one backward node on the given gradients, as PyTorch allows."""
+    result = engine.apply_node(self, list(grads))
+    return result[0] if len(result) == 1 else result
+
+
+Tensor.retain_grad = _retain_grad
+Tensor.register_hook = lambda self, hook: engine.register_tensor_hook(self, hook)
+Tensor.backward = _backward
+Tensor.__repr__ = Tensor.__str__ = _repr
+Node.__call__ = _call_node

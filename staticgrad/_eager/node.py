@@ -11,8 +11,11 @@ from __future__ import annotations
 import itertools
 import weakref
 
+from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.errors import BACKWARD_TWICE, modified_inplace_message
+from staticgrad.ops import OPS
+from staticgrad.ops.dtypes import from_numpy_dtype
 
 _sequence = itertools.count()
 
@@ -25,8 +28,6 @@ def _saved_names_of(op) -> frozenset:
     same PyTorch node (``x * 2`` and ``x * y`` are both MulBackward0, with ``_saved_self``)."""
     names = _SAVED_NAMES.get(op.name)
     if names is None:
-        from staticgrad.ops import OPS
-
         names = {s.name for s in op.saves}
         if not callable(op.node_name):
             for other in OPS.values():
@@ -76,8 +77,6 @@ class SavedTensor:
                                                         output_of))
         if self.tensor is not None:
             return self.tensor
-        from staticgrad._eager.tensor import Tensor
-
         t = Tensor._make(self.array, True, node)
         t._output_nr = self.output_nr
         t._version_counter = self.version_counter
@@ -88,8 +87,6 @@ class SavedTensor:
 
 
 def _type_name(np_dtype) -> str:
-    from staticgrad.ops.dtypes import from_numpy_dtype
-
     return "staticgrad." + from_numpy_dtype(np_dtype).tensor_type
 
 
@@ -205,11 +202,7 @@ class Node(_Hookable):
                 return None
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
-    def __call__(self, *grads):
-        from staticgrad._eager.engine import apply_node
-
-        result = apply_node(self, list(grads))
-        return result[0] if len(result) == 1 else result
+    # __call__ (run this node on gradients) is installed by methods.py: it needs the engine
 
 
 class AccumulateGrad(_Hookable):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from staticgrad.ops.dtypes import from_numpy_dtype
 
 _HIDDEN_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
 
@@ -42,8 +43,6 @@ def tensor_repr(t) -> str:
     body = format_array(array, "tensor(")
     suffix = []
     if array.dtype not in _HIDDEN_DTYPES:
-        from staticgrad.ops.dtypes import from_numpy_dtype
-
         suffix.append(f"dtype={from_numpy_dtype(array.dtype)!r}")
     if t.grad_fn is not None:
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")

@@ -218,28 +218,11 @@ class Tensor:
             bump_epoch()
         self._data = value._data
 
-    def retain_grad(self) -> None:
-        if self.grad_fn is None:
-            if not self._requires_grad:
-                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-            return
-        from staticgrad._eager.engine import retain_grad
-
-        retain_grad(self)
-
     @property
     def retains_grad(self) -> bool:
         return self._retains_grad
 
-    def register_hook(self, hook):
-        from staticgrad._eager.engine import register_tensor_hook
-
-        return register_tensor_hook(self, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
-        from staticgrad._eager.engine import backward
-
-        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
+    # retain_grad, register_hook and backward (which run the engine) are installed by methods.py
 
     # ---- leaving the tensor world ------------------------------------------------------------
 
@@ -300,13 +283,7 @@ class Tensor:
     def __hash__(self) -> int:
         return id(self)
 
-    def __repr__(self) -> str:
-        _read_guard(self, "printing")
-        from staticgrad._eager.printing import tensor_repr
-
-        return tensor_repr(self)
-
-    __str__ = __repr__
+    # __repr__ and __str__ are installed by methods.py (printing reads the functions layer)
 
     def __format__(self, spec: str) -> str:
         if self._data.ndim == 0 and spec:
@@ -353,6 +330,3 @@ def _normalize_dim(dim: int, ndim: int) -> int:
         raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
     return dim + ndim if dim < 0 and ndim else (0 if dim < 0 else dim)
 
-
-# Methods that forward to staticgrad._eager.functions are attached there, after both modules exist.
-from staticgrad._eager import methods as tensor_methods  # noqa: E402,F401

@@ -3,21 +3,18 @@
 from staticgrad._eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                                            set_grad_enabled)
 from staticgrad._eager.node import AccumulateGrad, Node
+from staticgrad._eager import engine
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
-    from staticgrad._eager.engine import backward as run
-
-    return run(tensors, grad_tensors, retain_graph, create_graph, inputs)
+    return engine.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
          materialize_grads=False):
     """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
-    from staticgrad._eager.engine import grad as run
-
-    return run(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads)
+    return engine.grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads)
 
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",

@@ -12,6 +12,9 @@ import numpy as np
 import staticgrad
 from staticgrad.bench.measure import interleaved_medians, peak_bytes
 from staticgrad.bench.models import SIZES, MLPSize, batches, build, initial_weights
+import ctypes
+from staticgrad.compiler.planner import plan_program
+from staticgrad.runtime.interpreter import Interpreter
 
 
 def cycle_batches(step, data):
@@ -26,7 +29,7 @@ def cycle_batches(step, data):
 
 def _torch():
     try:
-        import torch
+        import torch  # the optional PyTorch peer: raced only when installed
     except ImportError:
         return None
     return torch
@@ -64,9 +67,6 @@ def prepare(size: MLPSize, use_torch: bool = True) -> dict:
 def _kernels_only(plan, data):
     """The eager step's own NumPy calls, as recorded, run back to back by the plain interpreter:
     no Tensor, no graph node, no dispatch (parameters updated in copies)."""
-    from staticgrad.compiler.planner import plan_program
-    from staticgrad.runtime.interpreter import Interpreter
-
     interpreter = Interpreter(plan_program(plan.record.graph))
     captured = [array.copy() for array in plan._bind_captured(list(data[0]))]
     scalars = [g() for g in plan._scalar_getters]
@@ -114,8 +114,6 @@ def run_size(size: MLPSize, steps: int, progress=None, use_torch: bool = True) -
 def blas_core() -> str:
     """The kernel family NumPy's OpenBLAS runs (``SkylakeX``, ``Haswell``...): it sets the order in
     which a matmul adds its products, so every report names it. "unknown" where it can't be asked."""
-    import ctypes
-
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and ".so" in line}
@@ -156,7 +154,7 @@ def environment() -> dict:
 def run(sizes, steps: int, use_torch: bool = True, show_progress: bool = True) -> dict:
     progress = None
     if show_progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # only for a progress bar
 
         systems = 4 if use_torch and _torch() is not None else 3
         progress = tqdm(total=len(sizes) * max(1, steps // 25) * systems, desc="staticgrad bench",

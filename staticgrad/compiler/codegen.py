@@ -7,6 +7,9 @@ saved plan runs without the compiler. There is no per-op interpretation loop in 
 
 from __future__ import annotations
 
+import hashlib
+
+from staticgrad.compiler.ir import KernelScalar
 from staticgrad.ops import OPS
 from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, Program
 
@@ -212,8 +215,6 @@ def kernel_source(kernel, same_as: tuple = ()) -> tuple:
 
 
 def _kernel_source(kernel, same_as: tuple) -> tuple:
-    import hashlib
-
     arrays = {("in", k): f"a{k}" for k in range(kernel.n_inputs)}
     for k, source in enumerate(same_as):
         arrays[("out", k)] = f"a{source}" if source is not None else f"o{k}"
@@ -251,8 +252,6 @@ def _index(pattern: tuple) -> str:
 
 
 def _loop_lines(number: int, loop, arrays: dict) -> list:
-    from staticgrad.compiler.ir import KernelScalar
-
     lines = []
     for _, out, pattern in loop.sums:
         lines.append(f"    {arrays['out', out]}.fill(T(0.0))")

@@ -164,7 +164,7 @@ class Graph:
 
     def to_networkx(self):
         """The program as a ``networkx.DiGraph``: one node per value and per op."""
-        import networkx as nx
+        import networkx as nx  # networkx (0.2 s to import) loads only when a networkx graph is asked for
 
         g = nx.DiGraph()
         for v in self.values.values():

@@ -16,6 +16,7 @@ import numpy as np
 
 from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulator
 from staticgrad._eager.tensor import Tensor
+from staticgrad.inspect.draw import draw, tree_lines
 
 __all__ = ["graph", "Graph", "GraphNode", "SavedBuffer"]
 
@@ -139,8 +140,6 @@ class Graph:
     def __str__(self) -> str:
         if not self.nodes:
             return "no graph: the tensor does not require grad"
-        from staticgrad.inspect.draw import tree_lines
-
         return "\n".join(tree_lines(self) + [self.summary()])
 
     def __repr__(self) -> str:
@@ -149,7 +148,7 @@ class Graph:
     def to_networkx(self):
         """A ``networkx.MultiDiGraph``: one node per backward node (name, saved buffers, held bytes,
         leaf shape), one edge per ``next_functions`` entry, pointing the way gradients flow."""
-        import networkx as nx
+        import networkx as nx  # networkx (0.2 s to import) loads only when a networkx graph is asked for
 
         g = nx.MultiDiGraph()
         for n in self.nodes:
@@ -163,8 +162,6 @@ class Graph:
 
     def render(self, path, dpi: int = 110) -> None:
         """Draw the graph as a layered picture (root on top, held buffers in orange) to ``path``."""
-        from staticgrad.inspect.draw import draw
-
         draw(self, path, dpi)
 
 

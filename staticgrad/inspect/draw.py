@@ -82,9 +82,9 @@ def box_text(node) -> str:
 
 def draw(g, path, dpi: int = 110) -> None:
     """Write the picture of ``g`` to ``path`` (the format follows the file name, PNG by default)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # matplotlib loads only when a picture is drawn
+    from matplotlib.figure import Figure  # matplotlib loads only when a picture is drawn
+    from matplotlib.patches import Patch  # matplotlib loads only when a picture is drawn
 
     rows = layers(g) if g.nodes else []
     width = max([len(r) for r in rows] + [1])

@@ -143,11 +143,11 @@ def describe(plan) -> str:
 def render(plan, path: str) -> None:
     """Draw the buffer lifetimes (time across, arena offset up, one rectangle per buffer coloured
     by kind) and the replayed program as a layered graph, side by side, into ``path``."""
-    import matplotlib
+    import matplotlib  # matplotlib loads only when a picture is drawn
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
+    import matplotlib.pyplot as plt  # matplotlib loads only when a picture is drawn
+    from matplotlib.patches import Patch, Rectangle  # matplotlib loads only when a picture is drawn
 
     rows = [b for b in buffers(plan) if b.placement == "arena"]
     n_ops = len(plan.graph.ops)
@@ -170,7 +170,7 @@ def render(plan, path: str) -> None:
 
 
 def _draw_program(plan, axes) -> None:
-    import networkx as nx
+    import networkx as nx  # networkx (0.2 s to import) loads only when a networkx graph is asked for
 
     graph = plan.graph.to_networkx()
     ops = [n for n, d in graph.nodes(data=True) if d["kind"] == "op"]

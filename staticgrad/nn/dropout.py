@@ -7,11 +7,10 @@ every replay, from the generator ``staticgrad.manual_seed`` seeds (replays are r
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
-from staticgrad._state import bump_epoch
+from staticgrad._state import bump_epoch, guard
 from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
-from staticgrad.record.tracer import guard
 
 
 def _check_probability(p) -> None:

@@ -6,6 +6,8 @@ import math
 
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad._eager.creation import _factory
+from staticgrad._eager.creation import empty
+from staticgrad.nn.parameter import Parameter
 
 
 def _fan_in_and_fan_out(tensor):
@@ -80,9 +82,6 @@ def xavier_normal_(tensor, gain: float = 1.0):
 def make_weight_and_bias(module, weight_shape: tuple, bias: bool, dtype) -> None:
     """Give a layer ``weight`` (and ``bias``, one per output, or a registered None) initialised as
     PyTorch initialises Linear and Conv layers."""
-    from staticgrad._eager.creation import empty
-    from staticgrad.nn.parameter import Parameter
-
     module.weight = Parameter(empty(*weight_shape, dtype=dtype))
     if bias:
         module.bias = Parameter(empty(weight_shape[0], dtype=dtype))

@@ -8,6 +8,10 @@ from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_num
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad.nn.parameter import Parameter
 from staticgrad._eager.tensor import Tensor
+from staticgrad._eager.creation import tensor
+from staticgrad._eager.functions import to_dtype
+from staticgrad.errors import TraceError
+from staticgrad.ops.dtypes import float32, float64
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -260,11 +264,7 @@ class Module:
 
     def _convert(self, dtype) -> None:
         if Tracing.tracer is not None:
-            from staticgrad.errors import TraceError
-
             raise TraceError("changing a module's dtype inside a compiled function cannot be replayed")
-        from staticgrad._eager.functions import to_dtype
-
         for module in self.modules():
             for name, p in module._parameters.items():
                 if p is not None and p.is_floating_point():
@@ -276,13 +276,9 @@ class Module:
         bump_epoch()
 
     def double(self):
-        from staticgrad.ops.dtypes import float64
-
         return self.to(float64)
 
     def float(self):
-        from staticgrad.ops.dtypes import float32
-
         return self.to(float32)
 
     def cpu(self):
@@ -329,8 +325,6 @@ class Module:
                 if key in state_dict:
                     source = state_dict[key]
                     if not isinstance(source, Tensor):
-                        from staticgrad._eager.creation import tensor
-
                         source = tensor(source)
                     target.copy_(source)
         return IncompatibleKeys(missing, unexpected)

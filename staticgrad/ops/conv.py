@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from staticgrad.ops import OpDef, Save, register
+from staticgrad.ops.registry import OpDef, Save, register
 from staticgrad.ops.shape import _reshape_back
 
 

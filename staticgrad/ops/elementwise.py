@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, amend, as_array, lit, register, with_emit
+from staticgrad.ops.registry import OpDef, Save, amend, as_array, lit, register, with_emit
 
 
 def broadcast_error(shapes, attrs, exc):

@@ -6,7 +6,7 @@ plain interpreter, which runs unfused programs, never meets it.
 
 from __future__ import annotations
 
-from staticgrad.ops import OpDef, register
+from staticgrad.ops.registry import OpDef, register
 
 
 def _not_interpreted(*args, **kwargs):

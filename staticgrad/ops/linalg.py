@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register, shape_str, with_emit
+from staticgrad.ops.registry import OpDef, Save, register, shape_str, with_emit
 
 
 def _mm_error(shapes, attrs, exc):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, as_array, lit, register, with_emit
+from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_emit
 from staticgrad.ops.elementwise import broadcast_error
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, as_array, lit, register
+from staticgrad.ops.registry import OpDef, Save, as_array, lit, register
 from staticgrad.ops.elementwise import broadcast_error
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops import OpDef, Save, register, with_emit
+from staticgrad.ops.registry import OpDef, Save, register, with_emit
 
 
 def _numel(shape) -> int:

@@ -9,18 +9,15 @@ through ``hyper`` (betas through ``_beta``), so a replay re-reads it from ``para
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
-from staticgrad._state import Tracing
+from staticgrad._state import replay_scalar
 from staticgrad._eager.creation import zeros, zeros_like
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 
 def _beta(group: dict, index: int):
     """``group['betas'][index]``; while tracing, a number a replay re-reads (``hyper`` for a tuple element)."""
-    value = group["betas"][index]
-    tracer = Tracing.tracer
-    if tracer is None:
-        return value
-    return tracer.dynamic_scalar(value, lambda: group["betas"][index], ("param_group", id(group), "betas", index))
+    return replay_scalar(group["betas"][index], lambda: group["betas"][index],
+                         ("param_group", id(group), "betas", index))
 
 
 class Adam(Optimizer):

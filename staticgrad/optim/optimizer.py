@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import functools
 
-from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number, phase
+from staticgrad._state import EpochMapping, Tracing, bump_epoch, guard, note_stored_number, phase, replay_scalar
 from staticgrad._eager.grad_mode import enable_grad, no_grad
 from staticgrad._eager.tensor import Tensor
 
@@ -99,12 +99,8 @@ def _in_optimizer_phase(step):
 
 def hyper(group: dict, key: str):
     """``group[key]``; while tracing, a number a replay re-reads from the group."""
-    value = group[key]
-    tracer = Tracing.tracer
-    if tracer is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
     # The key identifies this group's entry: two groups' lrs are two replay-time scalars.
-    return tracer.dynamic_scalar(value, lambda: group[key], ("param_group", id(group), key))
+    return replay_scalar(group[key], lambda: group[key], ("param_group", id(group), key))
 
 
 class Optimizer:
@@ -209,11 +205,10 @@ class Optimizer:
         return tuple(keys), tuple(objects)
 
     def _guard_structure(self) -> None:
-        tracer = Tracing.tracer
-        if tracer is not None:
+        if Tracing.tracer is not None:
             name = type(self).__name__
-            tracer.add_guard(self.structure, self.structure(), f"{name} state and branches")
-            tracer.add_identity_guard(self._holdings, f"the parameters and state tensors of a {name}")
+            guard(self.structure, f"{name} state and branches")
+            guard(self._holdings, f"the parameters and state tensors of a {name}", identity=True)
 
     def state_dict(self) -> dict:
         index = {}

@@ -32,7 +32,9 @@ from staticgrad.record.float_arguments import as_replay_scalars, float_arguments
 from staticgrad.record.plan import Plan
 from staticgrad.runtime.replay import CompiledReplay
 from staticgrad._eager.tensor import Tensor
-from staticgrad.record.tracer import CallFloats, Tracer
+from staticgrad.record.finish import finish
+from staticgrad.record.scalars import CallFloats
+from staticgrad.record.tracer import Tracer
 
 FALLBACKS = ("error", "eager")
 
@@ -168,7 +170,7 @@ class CompiledFunction:
             return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats)
 
     def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats=False):
-        record = tracer.finish(flat_out)
+        record = finish(tracer, flat_out)
         record.eager_peak_bytes = peak
         self.stats.traces += 1
         entries = self._cache.setdefault(key, [])

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from staticgrad._eager.node import AccumulateGrad, SavedTensor
 from staticgrad._eager.tensor import Tensor
-from staticgrad.record.tracer import TraceRecord, Tracer
+from staticgrad.record.trace_record import TraceRecord
+from staticgrad.record.tracer import Tracer
+from numpy.lib.array_utils import byte_bounds
 
 
 def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
-    record = TraceRecord(graph=None, input_count=len(tracer._input_ids), captured=tracer._captured,
-                         scalar_getters=tracer._scalar_getters, state_guards=tracer._guards,
-                         input_guards=tracer._input_guards, outputs=[], grad_slots=[], version_bumps=[],
+    record = TraceRecord(graph=None, input_count=len(tracer.input_ids), captured=tracer.captured,
+                         scalar_getters=tracer.scalar_getters, state_guards=tracer.guards,
+                         input_guards=tracer.input_guards, outputs=[], grad_slots=[], version_bumps=[],
                          failure=tracer.failure, float_arguments_static=tracer.float_arguments_static)
     if tracer.failure is not None:
         return record
@@ -27,7 +29,7 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
             results.append(vid)
         return result_index[vid]
 
-    created = tracer._created_ids
+    created = tracer.created_ids
     output_positions = {}
     for position, obj in enumerate(flat_outputs):
         if not isinstance(obj, Tensor):
@@ -38,26 +40,26 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
             record.outputs.append(("same", output_positions[key]))
             continue
         output_positions[key] = position
-        if key in tracer._input_ids:
-            record.outputs.append(("input", tracer._input_ids[key]))
+        if key in tracer.input_ids:
+            record.outputs.append(("input", tracer.input_ids[key]))
         elif key not in created:
             record.outputs.append(("object", obj))
         else:
-            vid = tracer._read(obj)
+            vid = tracer.read(obj)
             record.outputs.append(("value", result_of(vid), _output_info(tracer, obj)))
         if tracer.failure is not None:
             record.failure = tracer.failure
             return record
 
     slot_finals = set()
-    for key, ref in tracer._grad_slots.items():
+    for key, ref in tracer.grad_slots.items():
         t = ref()
         if t is None:
             continue
         if t._grad is not None:
             slot_finals.add(id(t._grad))
-        if key in tracer._input_ids:
-            owner = ("input", tracer._input_ids[key])
+        if key in tracer.input_ids:
+            owner = ("input", tracer.input_ids[key])
         elif key in created:
             if key not in output_positions:
                 continue
@@ -67,21 +69,21 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
         final = t._grad
         if final is None:
             record.grad_slots.append((owner, None))
-        elif id(final) in tracer._input_ids:
-            record.grad_slots.append((owner, ("input", tracer._input_ids[id(final)])))
+        elif id(final) in tracer.input_ids:
+            record.grad_slots.append((owner, ("input", tracer.input_ids[id(final)])))
         elif id(final) in created:
-            record.grad_slots.append((owner, ("value", result_of(tracer._read(final)))))
+            record.grad_slots.append((owner, ("value", result_of(tracer.read(final)))))
         elif _is_own_captured_grad(tracer, final, t):
             continue
         else:
             record.grad_slots.append((owner, ("object", final)))
 
     writebacks = []
-    for storage, where in tracer._external.items():
-        count = tracer._storage_writes.get(storage, 0)
+    for storage, where in tracer.external.items():
+        count = tracer.storage_writes.get(storage, 0)
         if not count:
             continue
-        writebacks.append((tracer._storage_value[storage], storage))
+        writebacks.append((tracer.storage_value[storage], storage))
         if where[0] == "input":
             record.version_bumps.append((("input", where[1]), count))
         else:
@@ -96,7 +98,7 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
 
 def _is_own_captured_grad(tracer: Tracer, grad: Tensor, owner: Tensor) -> bool:
     """The slot still holds the gradient tensor the call found there (updated in place)."""
-    for source in tracer._captured:
+    for source in tracer.captured:
         if source[0] == "grad" and source[1] is owner and owner._grad is grad:
             return True
     return False
@@ -155,7 +157,7 @@ def _escapes(tracer: Tracer, flat_outputs, slot_finals: set) -> list:
     """Tensors made during the call that something outside still holds (and a replay would not update)."""
     allowed = {id(o) for o in flat_outputs if isinstance(o, Tensor)} | _graph_tensors(flat_outputs) | slot_finals
     escaped = []
-    for ref in tracer._created:
+    for ref in tracer.created:
         t = ref()
         if t is not None and id(t) not in allowed:
             escaped.append(f"a {t.dtype.name}{list(t.shape)} tensor")
@@ -165,11 +167,9 @@ def _escapes(tracer: Tracer, flat_outputs, slot_finals: set) -> list:
 def _check_shared_memory(tracer: Tracer, writebacks) -> None:
     """Refuse in-place updates to a captured tensor whose memory another captured tensor shares
     (found by sweeping the arrays' memory bounds in address order)."""
-    from numpy.lib.array_utils import byte_bounds
-
     written = {target for _, target in writebacks}
     spans = []
-    for storage, where in tracer._external.items():
+    for storage, where in tracer.external.items():
         if where[0] == "captured":
             start, end = byte_bounds(where[2]._data)
             if end > start:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.record.tracer import argument_scalar
+from staticgrad.record.scalars import argument_scalar
 
 
 def float_arguments(args: tuple, kwargs: dict) -> list:

@@ -12,6 +12,7 @@ from sys import getrefcount
 from staticgrad._state import Epoch, bump_epoch
 from staticgrad._eager.node import ReleasedNode
 from staticgrad._eager.tensor import Tensor
+from staticgrad.inspect import plan_report
 
 _MISSING = object()
 
@@ -197,28 +198,20 @@ class Plan:
     @property
     def buffers(self) -> list:
         """Every buffer: name, shape, dtype, nbytes, kind, producer op, first and last use, offset."""
-        from staticgrad.inspect.plan_report import buffers
-
-        return buffers(self)
+        return plan_report.buffers(self)
 
     @property
     def kernels(self) -> list:
         """The fused kernels: (name, the ops each fuses, number of loops)."""
-        from staticgrad.inspect.plan_report import kernels
-
-        return kernels(self)
+        return plan_report.kernels(self)
 
     def describe(self) -> str:
         """The buffer table, the fused kernels, and "arena, lower bound (ratio), eager peak"."""
-        from staticgrad.inspect.plan_report import describe
-
-        return describe(self)
+        return plan_report.describe(self)
 
     def render(self, path: str) -> None:
         """Draw the buffer-lifetime chart and the replayed program into an image file."""
-        from staticgrad.inspect.plan_report import render
-
-        render(self, path)
+        plan_report.render(self, path)
 
     @property
     def arena_bytes(self) -> int:

@@ -10,230 +10,15 @@ changing a tensor through a stale view, or keeping a tensor made inside the call
 
 from __future__ import annotations
 
-import math
-import operator
-import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from staticgrad._eager.tensor import Tensor, serial_mark
 from staticgrad._state import Tracing
 from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
-from staticgrad._eager.tensor import Tensor, serial_mark
-
-
-def guard(check, label: str):
-    """``check()``, and while a compiled function is being traced, a guard that it keeps this value:
-    for Python state a module branches on (``Dropout`` reads ``self.training``)."""
-    value = check()
-    tracer = Tracing.tracer
-    if tracer is not None:
-        tracer.add_guard(check, value, label)
-    return value
-
-
-# ---- numbers re-read on every replay -------------------------------------------------------------
-
-
-class ScalarRef(float):
-    """A number read from Python state (an optimizer's ``lr``) that a replay re-reads.
-
-    Arithmetic on it stays a ScalarRef; comparing it or branching on it adds a guard."""
-
-    __slots__ = ("getter", "key")
-
-    def __new__(cls, value, getter, key):
-        obj = float.__new__(cls, value)
-        obj.getter = getter
-        obj.key = key
-        return obj
-
-    def _derive(self, fn, other, name, reflected=False):
-        if isinstance(other, ScalarRef):
-            a, b = (other, self) if reflected else (self, other)
-            ga, gb = a.getter, b.getter
-            return ScalarRef(fn(_raw(a), _raw(b)), lambda: fn(ga(), gb()), (name, a.key, b.key))
-        if isinstance(other, (int, float)) and not isinstance(other, bool):
-            g = self.getter
-            if reflected:
-                return ScalarRef(fn(other, _raw(self)), lambda: fn(other, g()), (name, other, self.key))
-            return ScalarRef(fn(_raw(self), other), lambda: fn(g(), other), (name, self.key, other))
-        return NotImplemented
-
-    def __neg__(self):
-        g = self.getter
-        return ScalarRef(-_raw(self), lambda: -g(), ("neg", self.key))
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        g = self.getter
-        return ScalarRef(abs(_raw(self)), lambda: abs(g()), ("abs", self.key))
-
-    def _compare(self, other, fn):
-        result = fn(_raw(self), _raw(other) if type(other) is ScalarRef else other)
-        tracer = Tracing.tracer
-        if tracer is not None and (_reads_argument(self) or _reads_argument(other)):
-            tracer.float_argument_read_as_value()
-        elif tracer is not None:
-            g = self.getter
-            other_getter = other.getter if isinstance(other, ScalarRef) else (lambda: other)
-            tracer.add_guard(lambda: fn(g(), other_getter()), result, f"a comparison of {self.key}")
-        return result
-
-    def __bool__(self):
-        return self._compare(0.0, operator.ne)
-
-    def __hash__(self):
-        return float.__hash__(self)
-
-    # Python turns a float argument into something else through these (a loop count, a shape, a
-    # string): a plan that did so holds the value itself and replays only for that value.
-    def _as_value(self, convert, *args):
-        tracer = Tracing.tracer
-        if tracer is not None and _reads_argument(self):
-            tracer.float_argument_read_as_value()
-        return convert(_raw(self), *args)
-
-    def __float__(self):
-        return self._as_value(float)
-
-    def __int__(self):
-        return self._as_value(int)
-
-    def __trunc__(self):
-        return self._as_value(math.trunc)
-
-    def __floor__(self):
-        return self._as_value(math.floor)
-
-    def __ceil__(self):
-        return self._as_value(math.ceil)
-
-    def __round__(self, ndigits=None):
-        return self._as_value(round, ndigits)
-
-    def __format__(self, spec):
-        return self._as_value(format, spec)
-
-    def __repr__(self):
-        return self._as_value(repr)
-
-    def __str__(self):
-        return self._as_value(str)
-
-    def is_integer(self):
-        return self._as_value(float.is_integer)
-
-    def as_integer_ratio(self):
-        return self._as_value(float.as_integer_ratio)
-
-    def __divmod__(self, other):
-        return self._as_value(divmod, other)
-
-    def __floordiv__(self, other):
-        return self._as_value(operator.floordiv, other)
-
-    def __mod__(self, other):
-        return self._as_value(operator.mod, other)
-
-    def __reduce__(self):
-        return (float, (_raw(self),))
-
-
-_raw = float.__float__   # a ScalarRef's value as a plain float, without the conversions' bookkeeping
-
-
-def argument_scalar(value: float, index: int) -> ScalarRef:
-    """A Python float argument of a compiled function, as a trace sees it: the replay reads the
-    value of the call being replayed (``CallFloats.values[index]``)."""
-    return ScalarRef(value, lambda: CallFloats.values[index], ("argument", index))
-
-
-class _CallFloats(threading.local):
-    values: list = []
-
-
-CallFloats = _CallFloats()   # the float arguments of this thread's current compiled call
-
-
-def _reads_argument(x) -> bool:
-    """``x`` is a ScalarRef computed from a float argument (its key names one)."""
-    if type(x) is not ScalarRef:
-        return False
-    stack = [x.key]
-    while stack:
-        key = stack.pop()
-        if isinstance(key, tuple):
-            if key[:1] == ("argument",):
-                return True
-            stack.extend(key)
-    return False
-
-
-def _binary(fn, name, reflected=False):
-    def method(self, other):
-        return self._derive(fn, other, name, reflected)
-    return method
-
-
-def _comparison(fn):
-    def method(self, other):
-        if not isinstance(other, (int, float)):
-            return NotImplemented
-        return self._compare(other, fn)
-    return method
-
-
-for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                   ("truediv", operator.truediv), ("pow", operator.pow)):
-    setattr(ScalarRef, f"__{_name}__", _binary(_fn, _name))
-    setattr(ScalarRef, f"__r{_name}__", _binary(_fn, _name, reflected=True))
-for _name, _fn in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
-                   ("eq", operator.eq), ("ne", operator.ne)):
-    setattr(ScalarRef, f"__{_name}__", _comparison(_fn))
-
-
-# ---- what a trace hands to compile --------------------------------------------------------------
-
-@dataclass
-class Guard:
-    """A value a plan depends on: ``check()`` must equal ``expected`` for a replay to be valid.
-
-    An identity guard's check returns ``(keys, objects)``: it holds while the keys are equal and
-    every object is the very one recorded (the parameters a module holds, an optimizer's buffers)."""
-
-    check: object
-    expected: object
-    label: str
-    identity: bool = False
-
-    def holds(self) -> bool:
-        current = self.check()
-        if not self.identity:
-            return current == self.expected
-        (keys, objects), (expected_keys, expected_objects) = current, self.expected
-        return (keys == expected_keys and len(objects) == len(expected_objects)
-                and all(a is b for a, b in zip(objects, expected_objects)))
-
-
-@dataclass
-class TraceRecord:
-    graph: object
-    input_count: int
-    captured: list                 # ("tensor", t) or ("grad", t): where each captured value is read
-    scalar_getters: list
-    state_guards: list             # Guards re-checked when the state epoch moves
-    input_guards: list             # (flat input index, expected grad state) for inputs' .grad
-    outputs: list                  # per output leaf: ("value", result index, info) / ("input", k) / ("object", obj)
-                                   # / ("same", earlier leaf position): one tensor returned twice
-    grad_slots: list               # (owner, final) -- owner ("captured", t) / ("input", k) / ("output", i)
-    version_bumps: list            # (tensor or ("input", k), count)
-    failure: str | None = None
-    escapes: list = field(default_factory=list)
-    eager_peak_bytes: int | None = None   # measured during the traced (eager) call
-    float_arguments_static: bool = False  # Python made a plain value of a float argument
+from staticgrad.record.scalars import ScalarRef, _raw, reads_argument
+from staticgrad.record.trace_record import Guard
 
 
 @dataclass(slots=True)
@@ -256,21 +41,21 @@ class Tracer:
         self.failure = None
         self._bindings: dict = {}      # id(tensor) -> _Binding
         self._refs: dict = {}          # id(tensor) -> weakref (removes the binding when it dies)
-        self._created: list = []       # weakrefs of tensors made during the call
-        self._created_ids: set = set()
-        self._storage_writes: dict = {}
-        self._storage_value: dict = {}  # storage -> value holding its full current contents
-        self._external: dict = {}      # storage -> ("input", k) / ("captured", index, tensor)
-        self._captured: list = []
-        self._input_ids: dict = {}     # id(input tensor) -> flat index
+        self.created: list = []       # weakrefs of tensors made during the call
+        self.created_ids: set = set()
+        self.storage_writes: dict = {}
+        self.storage_value: dict = {}  # storage -> value holding its full current contents
+        self.external: dict = {}      # storage -> ("input", k) / ("captured", index, tensor)
+        self.captured: list = []
+        self.input_ids: dict = {}     # id(input tensor) -> flat index
         self._scalar_slots: dict = {}
-        self._scalar_getters: list = []
-        self._guards: list = []
-        self._input_guards: list = []
-        self._grad_slots: dict = {}    # id(tensor) -> tensor (strong: slots of externals only)
+        self.scalar_getters: list = []
+        self.guards: list = []
+        self.input_guards: list = []
+        self.grad_slots: dict = {}    # id(tensor) -> tensor (strong: slots of externals only)
         self._constant_values: set = set()
         self._guarded_modules: dict = {}
-        self._outside_nodes: dict = {}  # id(grad_fn) of tensors from outside -> how to name them
+        self.outside_nodes: dict = {}  # id(grad_fn) of tensors from outside -> how to name them
         self._start_serial = serial_mark()
         self.float_arguments_static = False
 
@@ -281,33 +66,33 @@ class Tracer:
             return
         vid = self.tape.input(t._data.shape, t._data.dtype)
         self._bind(t, vid, vid, full=True)
-        self._external[vid] = ("input", index)
-        self._input_ids[id(t)] = index
+        self.external[vid] = ("input", index)
+        self.input_ids[id(t)] = index
         self._mark_outside_graph(t, f"argument {index}")
 
     def _mark_outside_graph(self, t: Tensor, what: str) -> None:
         """Remember the autograd node of a tensor computed outside the call: a backward inside
         the call that reaches it goes on into a graph the replay knows nothing of."""
         if t.grad_fn is not None:
-            self._outside_nodes[id(t.grad_fn)] = f"{what} (a {t.dtype.name}{list(t.shape)} tensor)"
+            self.outside_nodes[id(t.grad_fn)] = f"{what} (a {t.dtype.name}{list(t.shape)} tensor)"
 
     def on_outside_node(self, node) -> None:
         """The backward engine is about to run a node of a graph built outside the call."""
-        what = self._outside_nodes[id(node)]
+        what = self.outside_nodes[id(node)]
         self.fail(f"backward reached the autograd graph of {what} computed outside the compiled function, "
                   "and a replay cannot follow a graph it did not record (the next call's graph may differ); "
                   "detach it before the call, or compile the code that computes it as well")
 
     def _bind(self, t: Tensor, vid: int, storage: int, full: bool, created: bool = False) -> None:
         key = id(t)
-        writes = self._storage_writes.get(storage)
+        writes = self.storage_writes.get(storage)
         if writes is None:
-            writes = self._storage_writes[storage] = 0
+            writes = self.storage_writes[storage] = 0
         self._bindings[key] = _Binding(vid, storage, writes, full)
         if full:
-            self._storage_value[storage] = vid
+            self.storage_value[storage] = vid
         if key not in self._refs:
-            bindings, refs, created_ids = self._bindings, self._refs, self._created_ids
+            bindings, refs, created_ids = self._bindings, self._refs, self.created_ids
 
             def forget(_, key=key):
                 bindings.pop(key, None)
@@ -315,33 +100,33 @@ class Tracer:
                 created_ids.discard(key)
 
             self._refs[key] = weakref.ref(t, forget)
-        if created and key not in self._created_ids:
-            self._created_ids.add(key)
-            self._created.append(self._refs[key])
+        if created and key not in self.created_ids:
+            self.created_ids.add(key)
+            self.created.append(self._refs[key])
 
     def _capture(self, t: Tensor, source) -> _Binding:
         vid = self.tape.captured(t._data.shape, t._data.dtype)
-        self._captured.append(source)
+        self.captured.append(source)
         t._captured = True
         self._mark_outside_graph(t, "a captured tensor")
         self._bind(t, vid, vid, full=True)
-        self._external[vid] = ("captured", len(self._captured) - 1, t)
+        self.external[vid] = ("captured", len(self.captured) - 1, t)
         return self._bindings[id(t)]
 
-    def _read(self, t: Tensor) -> int:
+    def read(self, t: Tensor) -> int:
         b = self._bindings.get(id(t))
         if b is None:
             if t._serial > self._start_serial:
                 raise TraceError(f"staticgrad internal error: a tensor made during the traced call of {self.name} "
                                  "reached an op without passing the tracer; refusing to replay it by reference")
             b = self._capture(t, ("tensor", t))
-        if self._storage_writes[b.storage] != b.writes:
+        if self.storage_writes[b.storage] != b.writes:
             if not b.full:
                 self.fail("a view read after its base tensor was changed in place inside a compiled function "
                           "cannot be replayed; take the view after the in-place op, or clone it before")
                 return b.value
-            current = self._storage_value[b.storage]
-            b = _Binding(current, b.storage, self._storage_writes[b.storage], True)
+            current = self.storage_value[b.storage]
+            b = _Binding(current, b.storage, self.storage_writes[b.storage], True)
             self._bindings[id(t)] = b
         return b.value
 
@@ -354,12 +139,12 @@ class Tracer:
     def on_op(self, op, inputs, attrs, outputs, inplace_target, cast) -> None:
         if self.failure is not None:
             return
-        bindings, writes = self._bindings, self._storage_writes
+        bindings, writes = self._bindings, self.storage_writes
         in_ids = []
         for t in inputs:
             b = bindings.get(id(t))
             # _read's common case inline: a bound tensor whose storage was not written since
-            in_ids.append(b.value if b is not None and writes[b.storage] == b.writes else self._read(t))
+            in_ids.append(b.value if b is not None and writes[b.storage] == b.writes else self.read(t))
         if self.failure is not None:
             return
         if cast is not None:
@@ -390,7 +175,7 @@ class Tracer:
         if compute != target_dtype:
             (vid,) = self.tape.op("to_dtype", [vid], {"dtype": target_dtype, "self_dtype": compute},
                                   [(target._data.shape, target_dtype)], Tracing.phase)
-        self._storage_writes[b.storage] += 1
+        self.storage_writes[b.storage] += 1
         self._bind(target, vid, b.storage, full=True)
 
     def _cast(self, vid: int, dtype, cast) -> int:
@@ -416,7 +201,7 @@ class Tracer:
         if slot is None:
             slot = self.tape.scalar()
             self._scalar_slots[ref.key] = slot
-            self._scalar_getters.append(ref.getter)
+            self.scalar_getters.append(ref.getter)
         return slot
 
     def concrete_attrs(self, attrs: dict) -> dict:
@@ -436,15 +221,13 @@ class Tracer:
         self.float_arguments_static = True
 
     def on_stored_number(self, value) -> None:
-        if _reads_argument(value):
+        if reads_argument(value):
             self.float_argument_read_as_value()
 
-    def add_guard(self, check, expected, label: str) -> None:
-        self._guards.append(Guard(check, expected, label))
-
-    def add_identity_guard(self, check, label: str) -> None:
-        """Guard that ``check()``'s ``(keys, objects)`` keep naming the very same objects."""
-        self._guards.append(Guard(check, check(), label, identity=True))
+    def add_guard(self, check, expected, label: str, identity: bool = False) -> None:
+        """Guard that ``check()`` keeps returning ``expected``; with ``identity``, that its
+        ``(keys, objects)`` keep naming the very same objects."""
+        self.guards.append(Guard(check, expected, label, identity))
 
     def add_module_guard(self, module) -> None:
         """Guard a module the call used (called, or an attribute read): its train/eval mode, and
@@ -453,7 +236,7 @@ class Tracer:
             self._guarded_modules[id(module)] = module
             name = type(module).__name__
             self.add_guard(lambda: module.training, module.training, f"{name}.training")
-            self.add_identity_guard(module._holdings, f"the parameters, buffers and submodules of a {name}")
+            self.add_guard(module._holdings, module._holdings(), f"the parameters, buffers and submodules of a {name}", True)
 
     def on_constant(self, t: Tensor, from_array: str | None) -> None:
         if from_array is not None:
@@ -465,13 +248,13 @@ class Tracer:
         self._bind(t, vid, vid, full=True, created=True)
 
     def on_alias(self, source: Tensor, alias: Tensor, kind: str) -> None:
-        self._read(source)
+        self.read(source)
         b = self._bindings[id(source)]
         self._bind(alias, b.value, b.storage, full=b.full, created=True)
 
     def on_copy(self, source: Tensor, copy: Tensor) -> None:
         """``copy`` holds ``source``'s current contents in storage of its own."""
-        vid = self._read(source)
+        vid = self.read(source)
         (cid,) = self.tape.op("clone", [vid], {}, [(copy._data.shape, copy._data.dtype)], Tracing.phase)
         self._bind(copy, cid, cid, full=True, created=True)
 
@@ -488,32 +271,32 @@ class Tracer:
 
     def _slot_ref(self, t: Tensor):
         """How finish() finds a tensor whose .grad was touched: weakly if it was made inside."""
-        if id(t) in self._created_ids:
+        if id(t) in self.created_ids:
             return self._refs[id(t)]
         return lambda: t
 
     def on_grad_read(self, t: Tensor) -> None:
         key = id(t)
-        if key in self._grad_slots or key in self._created_ids:
-            if key not in self._grad_slots:
-                self._grad_slots[key] = self._slot_ref(t)
+        if key in self.grad_slots or key in self.created_ids:
+            if key not in self.grad_slots:
+                self.grad_slots[key] = self._slot_ref(t)
             return
-        self._grad_slots[key] = self._slot_ref(t)
+        self.grad_slots[key] = self._slot_ref(t)
         grad = t._grad
         expected = None if grad is None else (grad._data.shape, grad._data.dtype)
-        if key in self._input_ids:
-            self._input_guards.append((self._input_ids[key], expected))
+        if key in self.input_ids:
+            self.input_guards.append((self.input_ids[key], expected))
         else:
-            self._guards.append(Guard(_grad_state(t), expected, "the .grad of a captured tensor"))
+            self.guards.append(Guard(_grad_state(t), expected, "the .grad of a captured tensor"))
         if grad is not None and id(grad) not in self._bindings:
-            self._capture(grad, ("grad", t) if key not in self._input_ids else ("input_grad", self._input_ids[key]))
+            self._capture(grad, ("grad", t) if key not in self.input_ids else ("input_grad", self.input_ids[key]))
 
     def on_grad_write(self, t: Tensor, value) -> None:
-        if id(t) not in self._grad_slots:
-            self._grad_slots[id(t)] = self._slot_ref(t)
+        if id(t) not in self.grad_slots:
+            self.grad_slots[id(t)] = self._slot_ref(t)
 
     def on_requires_grad(self, t: Tensor) -> None:
-        if id(t) not in self._created_ids:
+        if id(t) not in self.created_ids:
             self.fail("changing requires_grad of a tensor from outside the compiled function cannot be replayed; "
                       "do it before calling")
 
@@ -527,9 +310,6 @@ class Tracer:
                          "such calls eagerly.)")
 
     # ---- the end of the call ------------------------------------------------------------------
-
-    def finish(self, flat_outputs: list) -> TraceRecord:
-        from staticgrad.record.finish import finish
 
         return finish(self, flat_outputs)
 

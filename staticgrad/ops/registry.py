@@ -1,0 +1,119 @@
+"""The op table's records and the table itself: ``OpDef``, ``Save``, ``register`` and ``OPS``,
+with the small helpers op modules share. Each op module imports this; ``ops/__init__`` imports
+every op module, so importing ``staticgrad.ops`` fills the table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from dataclasses import replace
+
+# What an op is, for the passes that care: fusion groups "elementwise", the planner aliases
+# "view" outputs to their input, constant folding evaluates "factory", never "random".
+KINDS = ("elementwise", "reduction", "view", "matmul", "factory", "random", "other", "fused")
+
+# How an op's output dtype follows its inputs (see dispatch in staticgrad.tensor):
+#   promote: PyTorch type promotion over tensor inputs and scalar attrs
+#   float:   promote, then integer results become the default float
+#   same:    the first input's dtype
+#   bool:    comparisons
+#   attr:    the "dtype" attribute (factories)
+DTYPE_RULES = ("promote", "float", "same", "bool", "attr", "index")
+
+
+@dataclass(frozen=True, slots=True)
+class Save:
+    """One slot a node keeps for its backward, shown as ``grad_fn._saved_<name>``.
+
+    ``source`` is an input index, ``"result"`` (the output), or ``"attr:<key>"``. The slot is
+    filled only when one of the inputs in ``when`` needs a gradient (empty: whenever the node
+    exists). Tensor slots are freed by backward; ``freed=False`` marks plain Python values
+    (PyTorch keeps Scalars such as ``alpha`` but frees the tensor a Python number is wrapped in).
+    """
+
+    name: str
+    source: int | str
+    when: tuple[int, ...] = ()
+    freed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    name: str
+    forward: Callable
+    kind: str
+    node_name: str | Callable[[dict], str] | None = None
+    backward: Callable | None = None
+    saves: tuple[Save, ...] = ()
+    dtype_rule: str = "same"
+    scalar_expr: Callable[[list, dict], str] | None = None
+    explain: Callable | None = None
+    grad_inputs: tuple[int, ...] | None = None  # inputs that can receive a gradient; None: all
+    # How generated replay code calls this op directly: emit(inputs, out, attrs, shapes) -> Python
+    # statements, or None to call ``forward``. Inputs and out are variable names (a view op assigns
+    # out); attrs hold Python values, those read at replay time printing as their variable names;
+    # shapes are the input shapes then the output shape. A multi-statement emitter may write out
+    # before it has read every input, so a planner must not give it an out that aliases an input.
+    emit: Callable[[list, str, dict, list], str | None] | None = None
+    # PyTorch wraps a Python number operand in a tensor that shows up as a (None, 0) edge of the
+    # node (``(x * 2).grad_fn.next_functions``); ops that take it as an attribute say so here.
+    wrapped_scalar: bool = False
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"op {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+        if self.dtype_rule not in DTYPE_RULES:
+            raise ValueError(f"op {self.name!r}: dtype_rule {self.dtype_rule!r} is not one of {DTYPE_RULES}")
+        if self.backward is not None and self.node_name is None:
+            raise ValueError(f"op {self.name!r} has a backward formula but no node name")
+
+    def grad_node_name(self, attrs: dict) -> str:
+        name = self.node_name
+        return name(attrs) if callable(name) else name
+
+    @property
+    def is_view(self) -> bool:
+        return self.kind == "view"
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    OPS[op.name] = op
+    return op
+
+
+def amend(name: str, **fields) -> None:
+    """Set more fields of a registered op (emitters and flags kept next to the op's family)."""
+    OPS[name] = replace(OPS[name], **fields)
+
+
+def with_emit(name: str, emit: Callable) -> None:
+    """Attach a direct-NumPy emitter to a registered op."""
+    amend(name, emit=emit)
+
+
+def lit(value) -> str:
+    """A scalar attribute inside a fused kernel's expression: a number becomes a literal of the
+    kernel's dtype ``T`` (NumPy's weak-scalar rule); a value read at replay time prints as its name."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"T({float(value)!r})"
+    return repr(value)
+
+
+def as_array(value):
+    """``value`` as an ndarray: a ufunc given 0-dim arrays returns a NumPy scalar, which a later
+    ``out=`` cannot take (and which is immutable), so forwards wrap scratch results with this."""
+    return value if type(value) is np.ndarray else np.asarray(value)
+
+
+def shape_str(shape) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+# The op families fill OPS on import.

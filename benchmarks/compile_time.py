@@ -93,7 +93,8 @@ def measure_new_batch(size_name: str, new_batch: int | None = None, repeats: int
 def new_batch_line(r: dict) -> str:
     return (f"new batch size ({r['new_batch']} after {r['batch']}, warm kernel cache): first two calls "
             f"{r['first_two_seconds'] * 1e3:.2f} ms (trace {r['first_seconds'] * 1e3:.2f} ms, then "
-            f"{r['second_seconds'] * 1e3:.2f} ms) = {r['ratio']:.1f} eager steps of {r['eager_step_seconds'] * 1e3:.3f} ms "
+            f"{r['second_seconds'] * 1e3:.2f} ms) = {r['ratio']:.1f} eager steps of "
+            f"{r['eager_step_seconds'] * 1e3:.3f} ms "
             f"(medians of {r['repeats']})")
 
 
@@ -123,7 +124,8 @@ def main() -> None:
                                  capture_output=True, text=True, check=True).stdout
             runs.append((label, json.loads(out.strip().splitlines()[-1])))
     for label, r in runs:
-        print(f"{label}: compile {r['compile_seconds']:.2f} s (trace + passes + plan {r['trace_and_plan_seconds']:.3f} s, "
+        print(f"{label}: compile {r['compile_seconds']:.2f} s "
+              f"(trace + passes + plan {r['trace_and_plan_seconds']:.3f} s, "
               f"Numba {r['numba_seconds']:.2f} s for {r['kernels']} kernels); steady replay "
               f"{r['steady_replay_seconds'] * 1e3:.3f} ms")
     print(new_batch_line(runs[-1][1]["new_batch"]))

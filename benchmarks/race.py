@@ -41,9 +41,10 @@ def main() -> None:
 
 def run(args) -> None:
     sys.path.insert(0, os.path.dirname(__file__))
+    from systems import floor_systems, jax_systems, staticgrad_systems, torch_systems
+
     from staticgrad.bench.measure import interleaved_medians
     from staticgrad.bench.models import SIZES
-    from systems import floor_systems, jax_systems, staticgrad_systems, torch_systems
 
     if args.threads:
         try:

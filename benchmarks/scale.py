@@ -54,7 +54,8 @@ def main() -> None:
     from staticgrad.bench.runner import machine_line
 
     print(machine_line())
-    print(f"{'depth':>6} {'ops':>7} {'trace+compile s':>16} {'first replay s':>15} {'planning ms':>12} {'planning us/op':>15}")
+    print(f"{'depth':>6} {'ops':>7} {'trace+compile s':>16} {'first replay s':>15} {'planning ms':>12} "
+          f"{'planning us/op':>15}")
     for depth in args.depths:
         r = measure(depth)
         print(f"{depth:>6} {r['ops']:>7} {r['trace_and_compile']:>16.2f} {r['first_replay']:>15.2f} "

@@ -3,17 +3,19 @@ data and returned as a zero-argument callable that runs one training step."""
 
 from __future__ import annotations
 
+from floors import NumbaFloor, NumPyFloor
+
 import staticgrad
 from staticgrad.bench.models import LR, MOMENTUM, MLPSize, batches, build, initial_weights
 from staticgrad.bench.runner import cycle_batches, staticgrad_steps
-from floors import NumbaFloor, NumPyFloor
 
 
 def staticgrad_systems(size: MLPSize) -> dict:
     weights, raw = initial_weights(size), batches(size)
     data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
     eager, compiled, _ = staticgrad_steps(size, weights, data)
-    return {"staticgrad eager": cycle_batches(eager, data), "staticgrad replay": cycle_batches(compiled, data)}, compiled
+    runs = {"staticgrad eager": cycle_batches(eager, data), "staticgrad replay": cycle_batches(compiled, data)}
+    return runs, compiled
 
 
 def floor_systems(size: MLPSize) -> dict:
@@ -106,4 +108,4 @@ def jax_systems(size: MLPSize) -> dict:
     return {"jax jit": cycle_batches(call, data)}
 
 
-__all__ = ["staticgrad_systems", "floor_systems", "torch_systems", "jax_systems"]
+__all__ = ["floor_systems", "jax_systems", "staticgrad_systems", "torch_systems"]

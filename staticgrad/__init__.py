@@ -5,7 +5,7 @@
 replays the recorded program on later calls, with no graph rebuilding.
 """
 
-from staticgrad._eager import methods as _methods  # noqa: F401, I001  (first: installs Tensor's methods)
+from staticgrad._eager import methods as _methods
 from staticgrad._eager.tensor import Size, Tensor
 from staticgrad import autograd, functional
 from staticgrad.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
@@ -14,7 +14,8 @@ from staticgrad._eager.creation import (arange, as_tensor, empty, empty_like, ey
                                  tensor, zeros, zeros_like)
 from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk, clamp, clip,
                                    clone, concat, concatenate, detach, div, divide, dot, eq, exp, expand, flatten,
-                                   gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not, logsumexp, lt,
+                                   gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not,
+                                   logsumexp, lt,
                                    matmul, max, maximum, mean, min, minimum, mm, mul, multiply, mv, narrow, ne,
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
                                    softmax, split, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes,

@@ -5,7 +5,8 @@ thread, as PyTorch's grad mode is: one thread's trace never sees another thread'
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 
 class Recorder(Protocol):

@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 
-from staticgrad.bench.models import DEFAULT_SIZES, SIZES
 import staticgrad
-from staticgrad.bench.models import batches, build, initial_weights
+from staticgrad.bench.models import DEFAULT_SIZES, SIZES, batches, build, initial_weights
 from staticgrad.bench.report import table
 from staticgrad.bench.runner import run
 

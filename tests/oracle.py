@@ -112,7 +112,8 @@ def same_error(fn, *args):
         f"{type(s_info.value).__name__} != torch {type(t_info.value).__name__}")
     t_msg = str(t_info.value).replace("torch.", "").split("\n")[0]
     s_msg = str(s_info.value).replace("staticgrad.", "").split("\n")[0]
-    assert s_msg == t_msg or t_msg.startswith(s_msg) or s_msg.startswith(t_msg), f"\n  staticgrad: {s_msg}\n  torch:      {t_msg}"
+    assert s_msg == t_msg or t_msg.startswith(s_msg) or s_msg.startswith(t_msg), \
+        f"\n  staticgrad: {s_msg}\n  torch:      {t_msg}"
     return s_info.value
 
 

@@ -179,7 +179,7 @@ def test_non_tensor_argument_raises_torchs_type_error(name, bad):
     assert isinstance(got, TypeError), f"{type(got).__name__}: {got}"
     expected = _outcome(torch, call, BAD_VALUES[bad]())  # torch has no torch.expand: expand_copy stands in
     want = str(expected).split("\n")[0]
-    if name != "expand" and (isinstance(expected, TypeError) and "must be" in want or "expected Tensor as" in want):
+    if name != "expand" and ((isinstance(expected, TypeError) and "must be" in want) or "expected Tensor as" in want):
         assert str(got) == want  # where PyTorch names the argument, the same words
     else:  # PyTorch lists its overloads (or fails elsewhere); staticgrad names the argument
         assert "must be Tensor" in str(got) or "must be tuple of Tensors" in str(got) or "expected Tensor" in str(got)

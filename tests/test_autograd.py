@@ -58,7 +58,7 @@ def test_backward_releases_saved_input_buffers():
     gc.collect()
     assert ref() is None, "backward must free the saved factor"
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        z.grad_fn._saved_other
+        z.grad_fn._saved_other  # noqa: B018  (the read itself must raise)
 
 
 def test_retain_graph_keeps_saved_buffers():
@@ -173,7 +173,8 @@ def test_linear_node_structure_matches_pytorch():
     assert node.next_functions[0][0].variable is lin.bias
     assert node.next_functions[2][0].next_functions[0][0].variable is lin.weight
     t_lin = torch.nn.Linear(3, 4)
-    t_names = [None if f is None else f.name().split("::")[-1] for f, _ in t_lin(torch.randn(2, 3)).grad_fn.next_functions]
+    t_next = t_lin(torch.randn(2, 3)).grad_fn.next_functions
+    t_names = [None if f is None else f.name().split("::")[-1] for f, _ in t_next]
     assert names == t_names
 
 

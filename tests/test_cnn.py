@@ -26,8 +26,8 @@ def distinct(*shape):
     return (rng.permutation(n).reshape(shape) - n / 2) / 7.0
 
 
-conv = lambda **kw: lambda lib, *xs: lib.nn.functional.conv2d(*xs, **kw)  # noqa: E731
-pool = lambda *args, **kw: lambda lib, x: lib.nn.functional.max_pool2d(x, *args, **kw)  # noqa: E731
+conv = lambda **kw: lambda lib, *xs: lib.nn.functional.conv2d(*xs, **kw)
+pool = lambda *args, **kw: lambda lib, x: lib.nn.functional.max_pool2d(x, *args, **kw)
 
 CONV_CASES = [
     ("3x3", conv(), [R(2, 3, 7, 6), R(4, 3, 3, 3), R(4)]),
@@ -193,8 +193,8 @@ def test_max_pool2d_is_a_two_output_op():
 
 # ---- errors ---------------------------------------------------------------------------------------
 
-F_conv = lambda *a, **kw: lambda lib: lib.nn.functional.conv2d(*[lib.tensor(x) for x in a], **kw)  # noqa: E731
-F_pool = lambda x, *a, **kw: lambda lib: lib.nn.functional.max_pool2d(lib.tensor(x), *a, **kw)  # noqa: E731
+F_conv = lambda *a, **kw: lambda lib: lib.nn.functional.conv2d(*[lib.tensor(x) for x in a], **kw)
+F_pool = lambda x, *a, **kw: lambda lib: lib.nn.functional.max_pool2d(lib.tensor(x), *a, **kw)
 X, W = R(2, 3, 6, 6).astype(np.float32), R(4, 3, 3, 3).astype(np.float32)
 
 ERROR_CASES = [
@@ -281,7 +281,7 @@ def test_unsupported_arguments_are_refused_with_a_way_out(call):
 def test_conv2d_module_matches_torch(args, kwargs):
     s, t = sg.nn.Conv2d(*args, **kwargs), torch.nn.Conv2d(*args, **kwargs)
     assert repr(s) == repr(t)
-    shapes = lambda m: [(n, tuple(p.shape)) for n, p in m.named_parameters()]  # noqa: E731
+    shapes = lambda m: [(n, tuple(p.shape)) for n, p in m.named_parameters()]
     assert shapes(s) == shapes(t)
     for attr in ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
                  "padding_mode"):

@@ -25,6 +25,7 @@ import os
 import re
 import textwrap
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -275,7 +276,7 @@ class Builder:
             return self.emit(form, a.shape, a.bound ** exponent)
         return self.emit(f"({n}.abs() + 0.5) ** {exponent}", a.shape, 2.0 * (a.bound + 0.5) ** 1.5 + 2)
 
-    BINARY = {  # kind -> (forms over x and y, the result's bound from the operands' bounds)
+    BINARY: ClassVar[dict] = {  # kind -> (forms over x and y, the result's bound from the operands' bounds)
         "add": (["{x} + {y}", "lib.add({x}, {y})"], lambda p, q: p + q),
         "add_alpha": (["lib.add({x}, {y}, alpha=0.5)"], lambda p, q: p + q),
         "sub": (["{x} - {y}", "lib.sub({x}, {y})", "{x}.sub({y})"], lambda p, q: p + q),
@@ -620,7 +621,7 @@ def ulps_between(a, b) -> np.ndarray:
 
 def describe_difference(name: str, actual, expected) -> str:
     if actual is None or expected is None or actual.dtype != expected.dtype or actual.shape != expected.shape:
-        kind = lambda x: "None" if x is None else f"{x.dtype}{list(x.shape)}"  # noqa: E731
+        kind = lambda x: "None" if x is None else f"{x.dtype}{list(x.shape)}"
         return f"{name}: {kind(actual)} != {kind(expected)}"
     if actual.dtype.kind != "f":
         return f"{name}: {np.count_nonzero(actual != expected)} entries differ"

@@ -14,7 +14,6 @@ import staticgrad
 from staticgrad import inspect
 from tests.oracle import torch
 
-
 # ---- saved buffers: names, shapes, bytes --------------------------------------------------------
 
 def test_bytes_shape_and_dtype_per_saved_buffer():
@@ -27,7 +26,7 @@ def test_bytes_shape_and_dtype_per_saved_buffer():
     with pytest.raises(KeyError):
         node.slot("self")  # only other's value is needed for self's gradient
 
-    values, indices = x.max(dim=1)
+    values, _indices = x.max(dim=1)
     saved = inspect.graph(values)[0].slot("indices")
     assert (saved.shape, saved.dtype, saved.nbytes) == ((4,), "int64", 32)
 

@@ -101,7 +101,8 @@ def assert_replays_flat(call) -> None:
                 late.traced - warm.traced - warm.own - middle.own > TRACED_SLACK, rss_grew]
         if any(grew):
             pytest.fail(f"after {WARM_UP} replays -> after {TOTAL}: objects {warm.objects} -> {late.objects}, "
-                        f"Tensors {warm.tensors} -> {late.tensors}, traced {warm.traced + warm.own} -> {late.traced} B, "
+                        f"Tensors {warm.tensors} -> {late.tensors}, "
+                        f"traced {warm.traced + warm.own} -> {late.traced} B, "
                         f"RSS {warm.rss} -> {middle.rss} -> {late.rss} B\n"
                         f"object types that grew: {(late.types - warm.types).most_common(8)}\n"
                         f"allocation sites that grow:\n{growing_allocation_sites(call)}")
@@ -113,7 +114,7 @@ def assert_replays_flat(call) -> None:
 def test_twenty_thousand_replayed_training_steps_leak_nothing():
     """A compiled step (Linear/Tanh MLP, MSE loss, SGD with momentum) replayed 20,000 times:
     memory, live objects and live Tensors after 20,000 replays equal those after 2,000."""
-    model, opt, step = models.build(staticgrad, SIZE, models.initial_weights(SIZE))
+    _model, _opt, step = models.build(staticgrad, SIZE, models.initial_weights(SIZE))
     x, y = (staticgrad.tensor(a) for a in models.batches(SIZE, 1)[0])
     compiled = staticgrad.compile(step)
     assert_replays_flat(lambda: compiled(x, y))
@@ -139,7 +140,7 @@ def test_twenty_thousand_replayed_no_grad_forwards_leak_nothing():
 def test_replays_with_new_inputs_each_call_leak_nothing():
     """New input tensors every call (as a data loader gives them) and kept losses released later:
     nothing a replay makes outlives its last user."""
-    model, opt, step = models.build(staticgrad, SIZE, models.initial_weights(SIZE))
+    _model, _opt, step = models.build(staticgrad, SIZE, models.initial_weights(SIZE))
     batches = [tuple(staticgrad.tensor(a) for a in batch) for batch in models.batches(SIZE, 16)]
     compiled = staticgrad.compile(step)
     recent = collections.deque(maxlen=16)     # a training loop that keeps the last few losses

@@ -70,13 +70,13 @@ def test_load_state_dict_errors_and_incompatible_keys():
     model = mlp(sg)
     state = model.state_dict()
     del state["0.bias"]
-    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "0.bias"'):
+    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "0\.bias"'):
         model.load_state_dict(state)
     result = model.load_state_dict(state, strict=False)
     assert result.missing_keys == ["0.bias"] and result.unexpected_keys == []
     state = model.state_dict()
     state["0.weight"] = sg.zeros(3, 3)
-    with pytest.raises(RuntimeError, match="size mismatch for 0.weight"):
+    with pytest.raises(RuntimeError, match=r"size mismatch for 0\.weight"):
         model.load_state_dict(state)
 
 

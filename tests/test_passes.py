@@ -70,11 +70,11 @@ def test_dead_code_drops_unread_values_but_keeps_random_draws():
     x = sg.randn(3)
 
     def fn(a):
-        unused = a.exp() * 5
+        unused = a.exp() * 5  # noqa: F841  (dead code the pass must remove)
         sg.randn(3)
         return a + 1
 
-    graph, plan = record(fn, x)
+    graph, _plan = record(fn, x)
     pruned, changed = eliminate_dead_code(graph)
     assert changed and {op.op for op in pruned.ops} == {"add_scalar", "randn"}
     assert eliminate_dead_code(pruned)[1] is False

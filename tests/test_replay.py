@@ -182,7 +182,7 @@ def test_plans_and_networkx_view():
     step = sg.compile(training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.01)))
     for x, y in batches(3):
         step(x, y)
-    plan = [p for p in step.plans if p.replayable][0]
+    plan = next(p for p in step.plans if p.replayable)
     g = plan.to_networkx()
     assert isinstance(g, nx.DiGraph) and nx.is_directed_acyclic_graph(g)
     ops = [d for _, d in g.nodes(data=True) if d["kind"] == "op"]
@@ -405,7 +405,7 @@ def test_fused_generated_replay_equals_the_interpreter_oracle():
     data = batches(4)
     for x, y in data[:3]:
         step(x, y)
-    plan = [p for p in step.plans if p.replayable][0]
+    plan = next(p for p in step.plans if p.replayable)
     assert any(op.op == "fused" for op in plan.graph.ops)
     x, y = data[3]
     inputs = [x._data, y._data]

@@ -150,7 +150,8 @@ def _load_module_state(m, opt):
     m.load_state_dict({k: v * 0.5 for k, v in m.state_dict().items()})
 
 
-CHANGES = [_replace_weight, _replace_weight_only, _replace_submodule, _replace_submodule_only, _reload_checkpoint, _reload_changed_checkpoint, _clear_state,
+CHANGES = [_replace_weight, _replace_weight_only, _replace_submodule, _replace_submodule_only, _reload_checkpoint,
+           _reload_changed_checkpoint, _clear_state,
            _new_buffers, _delete_and_recreate_state, _registry_write, _load_module_state]
 
 
@@ -431,9 +432,8 @@ def test_a_step_under_errstate_raise_fails_as_eager_does(bad):
     assert compiled.stats.replays >= 1
     results = []
     for p, step in ((p_eager, eager), (p_compiled, compiled)):
-        with np.errstate(all="raise"):
-            with pytest.raises(FloatingPointError) as info:
-                step(sg.tensor(bad))
+        with np.errstate(all="raise"), pytest.raises(FloatingPointError) as info:
+            step(sg.tensor(bad))
         results.append((str(info.value), p.grad, p.detach().numpy().copy()))
     assert results[0][0] == results[1][0]
     assert results[0][1] is None and results[1][1] is None

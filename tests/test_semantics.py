@@ -56,7 +56,8 @@ def test_second_and_third_derivatives():
 
 def test_hessian_vector_product_of_an_mlp_loss():
     rng = np.random.default_rng(0)
-    w1, w2, x, v = rng.standard_normal((4, 3)), rng.standard_normal((2, 4)), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+    w1, w2 = rng.standard_normal((4, 3)), rng.standard_normal((2, 4))
+    x, v = rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
 
     def fn(lib):
         a = t64(lib, w1)
@@ -167,7 +168,8 @@ def test_node_post_hook_sees_gradients():
         calls = []
         x = t64(lib, [1.0, 2.0])
         y = x * 2
-        y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: calls.append((grad_inputs[0].clone(), grad_outputs[0].clone())))
+        y.grad_fn.register_hook(
+            lambda grad_inputs, grad_outputs: calls.append((grad_inputs[0].clone(), grad_outputs[0].clone())))
         y.sum().backward()
         return calls
     same_outcome(fn)

@@ -291,7 +291,7 @@ def test_module_reprs_match_torch():
                   lambda lib: lib.nn.GELU("tanh"), lambda lib: lib.nn.Dropout(0.1),
                   lambda lib: lib.nn.CrossEntropyLoss(), lambda lib: lib.nn.NLLLoss()):
         assert repr(build(sg)) == repr(build(torch))
-    names = lambda m: [(n, tuple(p.shape)) for n, p in m.named_parameters()]  # noqa: E731
+    names = lambda m: [(n, tuple(p.shape)) for n, p in m.named_parameters()]
     assert names(sg.nn.LayerNorm((3, 4), bias=False)) == names(torch.nn.LayerNorm((3, 4), bias=False))
     assert names(sg.nn.LayerNorm(4, elementwise_affine=False)) == []
 
@@ -471,7 +471,7 @@ def test_compiled_lm_step_with_dropout_replays_eager():
     assert compiled_losses == eager_losses
     for (name, pe), pc in zip(m_eager.named_parameters(), m_comp.parameters()):
         np.testing.assert_array_equal(pc.detach().numpy(), pe.detach().numpy(), err_msg=name)
-    train_plan = [p for p in compiled.plans if p.replayable][0]
+    train_plan = next(p for p in compiled.plans if p.replayable)
     assert sum(op.op == "dropout_mask" for op in train_plan.graph.ops) == 1 + 2 * 3
 
     m_eager.eval()
@@ -480,7 +480,7 @@ def test_compiled_lm_step_with_dropout_replays_eager():
     for batch in data[:3]:
         np.testing.assert_allclose(compiled(*batch).item(), eager(*batch).item(), rtol=1e-5)
     assert compiled.stats.traces == traces + 1
-    eval_plan = [p for p in compiled.plans if p.replayable][0]
+    eval_plan = next(p for p in compiled.plans if p.replayable)
     assert not any(op.op == "dropout_mask" for op in eval_plan.graph.ops)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -118,7 +119,8 @@ def _shape_cases():
         yield Case("Tensor.transpose", _method("transpose", dim, 0), [X])
         yield Case("Tensor.swapaxes", _method("swapaxes", -1, dim), [X])
     yield Case("squeeze", lambda lib, a: lib.squeeze(a), [X])
-    yield Case("expand", lambda lib, a: a.expand(2, 3) if lib is torch else lib.expand(a, (2, 3)), [X])  # no torch.expand
+    # torch has no torch.expand: PyTorch expands through the method
+    yield Case("expand", lambda lib, a: a.expand(2, 3) if lib is torch else lib.expand(a, (2, 3)), [X])
     yield Case("Tensor.expand", _method("expand", 3), [X])
     yield Case("Tensor.expand", _method("expand", ()), [X])
     yield Case("Tensor.expand_as", lambda lib, a, b: a.expand_as(b), [X, np.ones(3)])
@@ -203,7 +205,7 @@ def _nn_cases():
     for reduction in ["mean", "sum", "none"]:
         yield Case("F.mse_loss", lambda lib, a, b, r=reduction: lib.nn.functional.mse_loss(a, b, reduction=r), [X, Y])
         for name in ["cross_entropy", "nll_loss"]:
-            target = lambda lib: lib.tensor(0)  # noqa: E731
+            target = lambda lib: lib.tensor(0)
             yield Case(f"F.{name}", lambda lib, a, n=name, r=reduction, t=target: getattr(lib.nn.functional, n)(
                 a, t(lib), reduction=r), [X])
             yield Case(f"F.{name}", lambda lib, a, n=name, r=reduction, t=target: getattr(lib.nn.functional, n)(
@@ -292,7 +294,8 @@ def _public_names():
                    and getattr(functional, n, None) is getattr(staticgrad, n)}
     methods = {f"Tensor.{n}" for n in METHODS if not n.startswith("__")} | {"Tensor.T", "Tensor.mT"}
     nn_functional = {f"F.{n}" for n, f in vars(staticgrad.nn.functional).items() if not n.startswith("_")
-                     and inspect.isfunction(f) and f.__module__.startswith(("staticgrad.nn", "staticgrad._eager.functions"))}
+                     and inspect.isfunction(f)
+                     and f.__module__.startswith(("staticgrad.nn", "staticgrad._eager.functions"))}
     return torch_level | methods | nn_functional
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad._state import Tracing
-from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.arguments import as_scalar, shape_argument
+from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Tracing
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad.ops.factory import manual_seed as _manual_seed
-from staticgrad._eager.tensor import Tensor
 from staticgrad.ops.factory import _GeneratorHolder
+from staticgrad.ops.factory import manual_seed as _manual_seed
 
 
 def _np_dtype(dtype, default=None):
@@ -75,7 +75,7 @@ def _unwrap(data):
 
 def tensor(data, *, dtype=None, requires_grad=False, device=None) -> Tensor:
     """A new tensor holding a copy of ``data`` (a number, a nested list, an array or a tensor)."""
-    from_array = isinstance(data, np.ndarray) or isinstance(data, Tensor)
+    from_array = isinstance(data, (np.ndarray, Tensor))
     raw = _unwrap(data)
     np_dtype = _np_dtype(dtype) if dtype is not None else _infer_dtype(raw)
     array = np.array(raw, dtype=np_dtype, copy=True)
@@ -112,7 +112,10 @@ def _factory(op_name: str, requires_grad: bool, **attrs) -> Tensor:
 
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None) -> Tensor:
     value = as_scalar(fill_value)
-    default = None if isinstance(value, float) else (np.dtype(np.bool_) if isinstance(value, bool) else np.dtype(np.int64))
+    if isinstance(value, float):
+        default = None
+    else:
+        default = np.dtype(np.bool_) if isinstance(value, bool) else np.dtype(np.int64)
     return _factory("full", requires_grad, shape=shape_argument((size,)), value=value, dtype=_np_dtype(dtype, default))
 
 

@@ -11,11 +11,10 @@ import numpy as np
 
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import Node, SavedTensor, grad_accumulator
-from staticgrad.ops import OPS, OpDef
-from staticgrad.ops import dtypes as _dtypes
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
-
+from staticgrad.ops import OPS, OpDef
+from staticgrad.ops import dtypes as _dtypes
 
 # Scalar attributes that take part in type promotion (PyTorch wraps them as numbers).
 PROMOTING_ATTRS = ("other", "exponent", "base")
@@ -92,7 +91,7 @@ def _explain(op: OpDef, inputs, attrs, exc: Exception) -> Exception:
 def dispatch(op: OpDef, inputs: tuple, attrs: dict):
     """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them)."""
     arrays = [t._data for t in inputs]
-    cast, out_dtype = _dtypes_for(op, arrays, attrs)
+    cast, _out_dtype = _dtypes_for(op, arrays, attrs)
     if cast is not None:
         arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
     tracer = Tracing.tracer

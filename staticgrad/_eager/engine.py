@@ -12,12 +12,12 @@ import weakref
 
 import numpy as np
 
-from staticgrad._state import Tracing
-from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
 from staticgrad._eager.dispatch import F
+from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
 from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Tracing
 
 
 def _root_edge(t: Tensor, index: int):
@@ -155,9 +155,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
     if targets is not None:
         execute = _nodes_to_execute(root_nodes, {node for node, _ in targets})
         if accumulate:
-            accumulate_only = {edge: t for edge, t in zip(targets, target_tensors)}
+            accumulate_only = dict(zip(targets, target_tensors))
         else:
-            capture = {edge: None for edge in targets}
+            capture = dict.fromkeys(targets)
 
     buffers = {}
     for (node, nr), (g, owned) in zip(roots, root_grads):
@@ -191,7 +191,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                         _accumulate_into_leaf(node.variable, entry[0], entry[1])
                 continue
             if accumulate_only is not None:
-                for nr, (g, owned) in buf.items():
+                for nr, (g, _owned) in buf.items():
                     t = accumulate_only.get((node, nr))
                     if t is not None:
                         _accumulate_into_nonleaf(t, g)

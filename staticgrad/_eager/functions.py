@@ -10,9 +10,9 @@ import numpy as np
 
 from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
+from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad._eager.tensor import Tensor, _normalize_dim
 
 _SCALAR_TYPES = (int, float, bool, np.number, np.bool_)
 
@@ -296,7 +296,8 @@ def max(input, dim=None, keepdim=False):
         return maximum(input, dim)
     if dim is None:
         return dispatch(_op("amax"), (input,), {"dim": None, "keepdim": False})
-    values, indices = dispatch(_op("max_dim"), (input,), {"dim": _normalize_dim(dim, input._data.ndim), "keepdim": keepdim})
+    attrs = {"dim": _normalize_dim(dim, input._data.ndim), "keepdim": keepdim}
+    values, indices = dispatch(_op("max_dim"), (input,), attrs)
     return MaxResult(values, indices)
 
 
@@ -306,7 +307,8 @@ def min(input, dim=None, keepdim=False):
         return minimum(input, dim)
     if dim is None:
         return dispatch(_op("amin"), (input,), {"dim": None, "keepdim": False})
-    values, indices = dispatch(_op("min_dim"), (input,), {"dim": _normalize_dim(dim, input._data.ndim), "keepdim": keepdim})
+    attrs = {"dim": _normalize_dim(dim, input._data.ndim), "keepdim": keepdim}
+    values, indices = dispatch(_op("min_dim"), (input,), attrs)
     return MinResult(values, indices)
 
 
@@ -537,7 +539,8 @@ def flatten(input, start_dim=0, end_dim=-1):
 def transpose(input, dim0, dim1):
     require_tensor(input, "transpose")
     ndim = input._data.ndim
-    return dispatch(_op("transpose"), (input,), {"dim0": _normalize_dim(dim0, ndim), "dim1": _normalize_dim(dim1, ndim)})
+    dims = {"dim0": _normalize_dim(dim0, ndim), "dim1": _normalize_dim(dim1, ndim)}
+    return dispatch(_op("transpose"), (input,), dims)
 
 
 def swapaxes(input, axis0, axis1):
@@ -604,7 +607,8 @@ def expand(input, *sizes):
             target.append(own)
         elif own != s and own != 1:
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({own}) at "
-                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: {list(shape)}")
+                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                               f"Tensor sizes: {list(shape)}")
         else:
             target.append(s)
     return dispatch(_op("expand"), (input,), {"shape": tuple(target)})

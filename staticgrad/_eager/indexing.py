@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.creation import tensor
+from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.functions import full_like_scalar, to_dtype, unsqueeze
-from staticgrad.ops import OPS
 from staticgrad._eager.tensor import Tensor
+from staticgrad.ops import OPS
 
 FULL_SLICE = ("slice", None, None, None)
 

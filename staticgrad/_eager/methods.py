@@ -97,7 +97,8 @@ METHODS = {
     "clone": fn.clone, "detach": fn.detach, "to": _to, "type_as": lambda self, other: fn.to_dtype(self, other.dtype),
     "float": _repeat_type(_dtypes.float32), "double": _repeat_type(_dtypes.float64),
     "long": _repeat_type(_dtypes.int64), "int": _repeat_type(_dtypes.int32), "bool": _repeat_type(_dtypes.bool_),
-    "half": _repeat_type(_dtypes.float16), "cpu": lambda self: self, "contiguous": lambda self: self if self.is_contiguous() else fn.clone(self),
+    "half": _repeat_type(_dtypes.float16), "cpu": lambda self: self,
+    "contiguous": lambda self: self if self.is_contiguous() else fn.clone(self),
     # in place
     "add_": fn.add_, "sub_": fn.sub_, "mul_": fn.mul_, "div_": fn.div_, "copy_": fn.copy_, "zero_": fn.zero_,
     "fill_": fn.fill_, "clamp_": fn.clamp_, "pow_": fn.pow_, "exp_": fn.exp_, "tanh_": fn.tanh_,

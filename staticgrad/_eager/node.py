@@ -41,7 +41,7 @@ class SavedTensor:
     """A tensor a node saved: an input (held as is) or an output (held as its array, so that the
     output -> grad_fn -> saved output cycle never forms; rebuilt with its grad_fn on unpack)."""
 
-    __slots__ = ("tensor", "array", "version_counter", "version", "output_nr", "trace_value")
+    __slots__ = ("array", "output_nr", "tensor", "trace_value", "version", "version_counter")
 
     def __init__(self, tensor, is_output: bool):
         self.version_counter = tensor._version_counter
@@ -117,9 +117,23 @@ class _Hookable:
 class Node(_Hookable):
     """One backward function in the graph: PyTorch's ``MulBackward0`` and friends."""
 
-    __slots__ = ("op", "attrs", "next_functions", "_input_meta", "_saved", "_freeable", "_released",
-                 "_seq", "_pre_hooks", "_post_hooks", "_retain_grad_refs", "metadata", "_n_outputs", "_freed",
-                 "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "_freeable",
+        "_freed",
+        "_input_meta",
+        "_n_outputs",
+        "_post_hooks",
+        "_pre_hooks",
+        "_released",
+        "_retain_grad_refs",
+        "_saved",
+        "_seq",
+        "attrs",
+        "metadata",
+        "next_functions",
+        "op",
+    )
 
     def __init__(self, op, attrs, next_functions, input_meta, n_outputs: int = 1):
         self.op = op
@@ -208,7 +222,7 @@ class Node(_Hookable):
 class AccumulateGrad(_Hookable):
     """The node that adds an incoming gradient into a leaf tensor's ``.grad``."""
 
-    __slots__ = ("variable", "_seq", "_pre_hooks", "_post_hooks", "metadata", "__weakref__")
+    __slots__ = ("__weakref__", "_post_hooks", "_pre_hooks", "_seq", "metadata", "variable")
     next_functions = ()
     _released = False
     _n_outputs = 1
@@ -241,7 +255,7 @@ def grad_accumulator(tensor) -> AccumulateGrad:
 
 
 class _RemovableHandle:
-    __slots__ = ("_owner", "_entry")
+    __slots__ = ("_entry", "_owner")
 
     def __init__(self, owner: list, entry):
         self._owner = owner

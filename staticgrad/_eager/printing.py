@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from staticgrad.ops.dtypes import from_numpy_dtype
 
 _HIDDEN_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))

@@ -12,7 +12,6 @@ from staticgrad._state import Tracing, bump_epoch
 from staticgrad.errors import TraceError
 from staticgrad.ops import dtypes as _dtypes
 
-
 # Every tensor gets a serial number when made; a tracer knows which tensors predate its call.
 _serials = itertools.count()
 
@@ -64,8 +63,21 @@ def _read_guard(t: "Tensor", what: str) -> None:
 
 
 class Tensor:
-    __slots__ = ("_data", "_requires_grad", "_grad", "grad_fn", "_version_counter", "_output_nr",
-                 "_grad_acc", "_base", "_hooks", "_retains_grad", "_captured", "_serial", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "_captured",
+        "_data",
+        "_grad",
+        "_grad_acc",
+        "_hooks",
+        "_output_nr",
+        "_requires_grad",
+        "_retains_grad",
+        "_serial",
+        "_version_counter",
+        "grad_fn",
+    )
 
     def __init__(self, *args, dtype=None):
         if len(args) == 1 and not isinstance(args[0], int):
@@ -295,7 +307,8 @@ class Tensor:
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol")
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol")
         t = type(self).__new__(type(self)) if type(self) is not Tensor else object.__new__(Tensor)
         _init(t, self._data.copy(), self._requires_grad, None)
         if self._grad is not None:

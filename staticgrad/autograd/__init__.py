@@ -1,9 +1,8 @@
 """Autograd: backward-graph nodes, the backward engine, grad mode."""
 
-from staticgrad._eager.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
-                                           set_grad_enabled)
-from staticgrad._eager.node import AccumulateGrad, Node
 from staticgrad._eager import engine
+from staticgrad._eager.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from staticgrad._eager.node import AccumulateGrad, Node
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -17,5 +16,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return engine.grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads)
 
 
-__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-           "inference_mode", "Node", "AccumulateGrad"]
+__all__ = [
+    "AccumulateGrad",
+    "Node",
+    "backward",
+    "enable_grad",
+    "grad",
+    "inference_mode",
+    "is_grad_enabled",
+    "no_grad",
+    "set_grad_enabled",
+]

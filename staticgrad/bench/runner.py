@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import platform
@@ -12,7 +13,6 @@ import numpy as np
 import staticgrad
 from staticgrad.bench.measure import interleaved_medians, peak_bytes
 from staticgrad.bench.models import SIZES, MLPSize, batches, build, initial_weights
-import ctypes
 from staticgrad.compiler.planner import plan_program
 from staticgrad.runtime.interpreter import Interpreter
 

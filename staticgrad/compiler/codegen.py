@@ -1,7 +1,7 @@
 """Generate the replay function for a Program: straight-line Python over arena views.
 
 Each step becomes one direct NumPy call when its op has an ``emit`` rule, else a call of the
-op's ``forward``. The result is source text; the runtime execs it (runtime/compiled.py), so a
+op's ``forward``. The result is source text; the runtime execs it (runtime/replay.py), so a
 saved plan runs without the compiler. There is no per-op interpretation loop in the hot path.
 """
 
@@ -253,7 +253,7 @@ def _index(pattern: tuple) -> str:
 
 def _loop_lines(number: int, loop, arrays: dict) -> list:
     lines = []
-    for _, out, pattern in loop.sums:
+    for _, out, _pattern in loop.sums:
         lines.append(f"    {arrays['out', out]}.fill(T(0.0))")
     hoisted, inner = [], []
     for k, (source, pattern) in enumerate(loop.loads):

@@ -289,7 +289,7 @@ def symbolic_copy(graph: Graph, dims: tuple, roles_marker: dict) -> Graph:
             new = memo[shape] = tuple(symbol.get(d, d) if d >= 2 else d for d in shape)
         values[vid] = Value(v.id, new, v.dtype, v.kind, v.phase)
     return Graph(values=values, ops=list(graph.ops), inputs=list(graph.inputs), captured=list(graph.captured),
-                 constants={k: _HIDDEN for k in graph.constants}, n_scalars=graph.n_scalars,
+                 constants=dict.fromkeys(graph.constants, _HIDDEN), n_scalars=graph.n_scalars,
                  results=list(graph.results), writebacks=list(graph.writebacks), roles=roles_marker,
                  reuse=dict(graph.reuse))
 

@@ -211,7 +211,7 @@ def plan_program(graph: Graph) -> Program:
     arena_spans = [lt for v, lt in spans.items() if v not in fresh]
     offsets, arena_bytes = (pack if len(arena_spans) <= GREEDY_LIMIT else pack_sweep)(arena_spans)
     buffers = []
-    for v, lt in spans.items():
+    for v in spans:
         value = graph.values[v]
         buffers.append(BufferSpec(v, value.shape, np.dtype(value.dtype), None if v in fresh else offsets[v]))
 

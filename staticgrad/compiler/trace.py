@@ -10,7 +10,6 @@ import numpy as np
 
 from staticgrad.compiler.ir import Graph, Op, ScalarSlot, Value, freeze_attrs, frozen_constant
 
-
 _DTYPE_NAMES: dict = {}  # dtype -> its name (np.dtype(...).name costs microseconds; a trace asks per value)
 
 

@@ -18,7 +18,7 @@ from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulato
 from staticgrad._eager.tensor import Tensor
 from staticgrad.inspect.draw import draw, tree_lines
 
-__all__ = ["graph", "Graph", "GraphNode", "SavedBuffer"]
+__all__ = ["Graph", "GraphNode", "SavedBuffer", "graph"]
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,20 @@ from staticgrad.nn import functional, init
 from staticgrad.nn.activation import GELU
 from staticgrad.nn.conv import Conv2d, MaxPool2d
 from staticgrad.nn.dropout import Dropout
-from staticgrad.nn.layers import (Flatten, Identity, Linear, LogSoftmax, ModuleDict, ModuleList, MSELoss, ReLU,
-                                  Sequential, Sigmoid, Softmax, Tanh)
+from staticgrad.nn.layers import (
+                                  Flatten,
+                                  Identity,
+                                  Linear,
+                                  LogSoftmax,
+                                  ModuleDict,
+                                  ModuleList,
+                                  MSELoss,
+                                  ReLU,
+                                  Sequential,
+                                  Sigmoid,
+                                  Softmax,
+                                  Tanh,
+)
 from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
@@ -13,6 +25,31 @@ from staticgrad.nn.parameter import Parameter
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
 
-__all__ = ["Module", "Parameter", "Linear", "Identity", "Tanh", "ReLU", "Sigmoid", "Softmax", "LogSoftmax",
-           "Flatten", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "Conv2d", "MaxPool2d", "LSTMCell",
-           "LSTM", "Embedding", "LayerNorm", "Dropout", "GELU", "CrossEntropyLoss", "NLLLoss", "functional", "init"]
+__all__ = [
+                                  "GELU",
+                                  "LSTM",
+                                  "Conv2d",
+                                  "CrossEntropyLoss",
+                                  "Dropout",
+                                  "Embedding",
+                                  "Flatten",
+                                  "Identity",
+                                  "LSTMCell",
+                                  "LayerNorm",
+                                  "Linear",
+                                  "LogSoftmax",
+                                  "MSELoss",
+                                  "MaxPool2d",
+                                  "Module",
+                                  "ModuleDict",
+                                  "ModuleList",
+                                  "NLLLoss",
+                                  "Parameter",
+                                  "ReLU",
+                                  "Sequential",
+                                  "Sigmoid",
+                                  "Softmax",
+                                  "Tanh",
+                                  "functional",
+                                  "init",
+]

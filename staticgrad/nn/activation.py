@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.tensor import Tensor
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
-from staticgrad._eager.tensor import Tensor
 
 APPROXIMATIONS = ("none", "tanh")
 

@@ -8,7 +8,6 @@ ceil_mode and padding modes other than zeros.
 
 from __future__ import annotations
 
-
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn import init

@@ -7,8 +7,8 @@ every replay, from the generator ``staticgrad.manual_seed`` seeds (replays are r
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
-from staticgrad._state import bump_epoch, guard
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._state import bump_epoch, guard
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
 

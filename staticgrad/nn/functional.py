@@ -6,9 +6,9 @@ import warnings
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS
-from staticgrad._eager.tensor import Tensor
 
 relu = fn.relu
 tanh = fn.tanh

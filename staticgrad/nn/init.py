@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
+from staticgrad._eager.creation import _factory, empty
 from staticgrad._eager.grad_mode import no_grad
-from staticgrad._eager.creation import _factory
-from staticgrad._eager.creation import empty
 from staticgrad.nn.parameter import Parameter
 
 
@@ -34,12 +33,14 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 
 def uniform_(tensor, a: float = 0.0, b: float = 1.0):
     with no_grad():
-        return tensor.copy_(_factory("uniform", False, shape=tuple(tensor.shape), low=a, high=b, dtype=tensor._data.dtype))
+        drawn = _factory("uniform", False, shape=tuple(tensor.shape), low=a, high=b, dtype=tensor._data.dtype)
+        return tensor.copy_(drawn)
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0):
     with no_grad():
-        return tensor.copy_(_factory("normal", False, shape=tuple(tensor.shape), mean=mean, std=std, dtype=tensor._data.dtype))
+        drawn = _factory("normal", False, shape=tuple(tensor.shape), mean=mean, std=std, dtype=tensor._data.dtype)
+        return tensor.copy_(drawn)
 
 
 def constant_(tensor, val: float):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
 
-from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number
-from staticgrad._eager.grad_mode import no_grad
-from staticgrad.nn.parameter import Parameter
-from staticgrad._eager.tensor import Tensor
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.functions import to_dtype
+from staticgrad._eager.grad_mode import no_grad
+from staticgrad._eager.tensor import Tensor
+from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number
 from staticgrad.errors import TraceError
+from staticgrad.nn.parameter import Parameter
 from staticgrad.ops.dtypes import float32, float64
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -266,11 +266,11 @@ class Module:
         if Tracing.tracer is not None:
             raise TraceError("changing a module's dtype inside a compiled function cannot be replayed")
         for module in self.modules():
-            for name, p in module._parameters.items():
+            for p in module._parameters.values():
                 if p is not None and p.is_floating_point():
                     p._data = to_dtype(p.detach(), dtype)._data
                     p._version_counter[0] += 1
-            for name, b in module._buffers.items():
+            for b in module._buffers.values():
                 if b is not None and b.is_floating_point():
                     b._data = to_dtype(b.detach(), dtype)._data
         bump_epoch()
@@ -311,8 +311,9 @@ class Module:
             source = state_dict[key]
             source_shape = tuple(source.shape)
             if source_shape != tuple(target.shape):
-                errors.append(f"size mismatch for {key}: copying a param with shape staticgrad.Size({list(source_shape)}) "
-                              f"from checkpoint, the shape in current model is staticgrad.Size({list(target.shape)}).")
+                errors.append(f"size mismatch for {key}: copying a param with shape "
+                              f"staticgrad.Size({list(source_shape)}) from checkpoint, the shape in current model is "
+                              f"staticgrad.Size({list(target.shape)}).")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")

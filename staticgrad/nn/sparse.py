@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from staticgrad._eager.grad_mode import no_grad
 from staticgrad._eager.creation import empty
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.grad_mode import no_grad
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
 from staticgrad.nn.parameter import Parameter

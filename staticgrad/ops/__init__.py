@@ -13,9 +13,20 @@ exp, log: NumPy's SIMD loops differ from libm in the last bit and run ~20x faste
 A leaf: imports only NumPy (and its own submodules).
 """
 
-from staticgrad.ops.registry import (DTYPE_RULES, KINDS, OPS, OpDef, Save, amend, as_array, lit, register,
-                                     shape_str, with_emit)
 from staticgrad.ops import conv, elementwise, factory, fused, linalg, loss, nn_ops, reductions, shape  # noqa: F401  (fill OPS)
+from staticgrad.ops.registry import (
+                                     DTYPE_RULES,
+                                     KINDS,
+                                     OPS,
+                                     OpDef,
+                                     Save,
+                                     amend,
+                                     as_array,
+                                     lit,
+                                     register,
+                                     shape_str,
+                                     with_emit,
+)
 
 __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "lit", "register", "shape_str",
            "with_emit"]

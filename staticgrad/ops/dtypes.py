@@ -8,7 +8,7 @@ import numpy as np
 class DType:
     """A tensor element type: prints and compares like ``torch.float32``."""
 
-    __slots__ = ("name", "np", "is_floating_point", "itemsize", "category", "tensor_type")
+    __slots__ = ("category", "is_floating_point", "itemsize", "name", "np", "tensor_type")
 
     def __init__(self, name: str, np_dtype, category: int, tensor_type: str):
         self.name = name
@@ -93,9 +93,7 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         group_type = members[0]
         for d in members[1:]:
             group_type = np.promote_types(group_type, d)
-        if result is None:
-            result, result_cat = group_type, cat
-        elif cat > result_cat:
+        if result is None or cat > result_cat:
             result, result_cat = group_type, cat
     if scalars:
         cat = max(scalar_category(s) for s in scalars)

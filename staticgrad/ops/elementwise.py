@@ -127,7 +127,8 @@ _binary("sub_scalar", lambda a, out=None, other=0, alpha=1: np.subtract(a, other
         lambda F, g, s, at, need: (g,), (Save("alpha", "attr:alpha", freed=False),),
         lambda x, at: f"({x[0]} - {lit(at['other'])})" if at.get("alpha", 1) == 1 else None)
 
-_binary("rsub_scalar", lambda a, out=None, other=0, alpha=1: np.subtract(other, np.multiply(a, alpha) if alpha != 1 else a, out=out),
+_binary("rsub_scalar",
+        lambda a, out=None, other=0, alpha=1: np.subtract(other, np.multiply(a, alpha) if alpha != 1 else a, out=out),
         "RsubBackward1", lambda F, g, s, at, need: (_scaled(F, F.neg(g), at.get("alpha", 1)),),
         (Save("alpha", "attr:alpha", freed=False),),
         lambda x, at: f"({lit(at['other'])} - {x[0]})" if at.get("alpha", 1) == 1 else None)
@@ -164,7 +165,8 @@ def _pow_scalar_backward(F, g, s, at, need):
 
 _binary("pow_scalar", _pow_scalar_forward, "PowBackward0", _pow_scalar_backward,
         (Save("self", 0), Save("exponent", "attr:exponent", freed=False)),
-        lambda x, at: f"({x[0]} * {x[0]})" if at["exponent"] == 2 else f"sqrt({x[0]})" if at["exponent"] == 0.5 else None)
+        lambda x, at: (f"({x[0]} * {x[0]})" if at["exponent"] == 2
+                       else f"sqrt({x[0]})" if at["exponent"] == 0.5 else None))
 
 _binary("rpow_scalar", lambda a, out=None, base=1: np.power(base, a, out=out), "PowBackward2",
         lambda F, g, s, at, need: (g * F.mul_scalar(s["result"], other=float(np.log(s["self"]))),),
@@ -208,7 +210,8 @@ _unary("sqrt", lambda a, out=None: np.sqrt(a, out=out), "SqrtBackward0",
        lambda F, g, s, at, need: (g / F.mul_scalar(s["result"], other=2.0),), (Save("result", "result"),),
        lambda x, at: f"sqrt({x[0]})")
 
-_unary("reciprocal", lambda a, out=None: np.reciprocal(a, out=out) if a.dtype.kind == "f" else np.true_divide(1.0, a, out=out),
+_unary("reciprocal",
+       lambda a, out=None: np.reciprocal(a, out=out) if a.dtype.kind == "f" else np.true_divide(1.0, a, out=out),
        "ReciprocalBackward0",
        lambda F, g, s, at, need: (F.neg(g) * (s["result"] * s["result"]),), (Save("result", "result"),),
        lambda x, at: f"(T(1.0) / {x[0]})")
@@ -297,7 +300,8 @@ def _threshold_backward(g, x, out=None, threshold=0):
 
 register(OpDef(
     "threshold_backward", _threshold_backward, "elementwise", "ThresholdBackwardBackward0",
-    lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None, None),
+    lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None,
+                                None),
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
     lambda x, at: f"({x[0]} if {x[1]} > {lit(at['threshold'])} else T(0.0))"))
 
@@ -311,7 +315,8 @@ def _clone(a, out=None):
     return out
 
 
-_unary("clone", _clone, "CloneBackward0", lambda F, g, s, at, need: (g,), (), lambda x, at: f"{x[0]}", dtype_rule="same")
+_unary("clone", _clone, "CloneBackward0", lambda F, g, s, at, need: (g,), (), lambda x, at: f"{x[0]}",
+       dtype_rule="same")
 
 
 def _to_dtype(a, out=None, dtype=None, self_dtype=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, register
+from staticgrad.ops.registry import OpDef, register
 
 DEFAULT_SEED = 67280421310721
 

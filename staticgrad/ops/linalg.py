@@ -11,7 +11,7 @@ from staticgrad.ops.registry import OpDef, Save, register, shape_str, with_emit
 def _mm_error(shapes, attrs, exc):
     a, b = shapes[-2], shapes[-1]
     if len(a) != 2 or len(b) != 2:
-        return RuntimeError(f"self must be a matrix" if len(a) != 2 else "mat2 must be a matrix")
+        return RuntimeError("self must be a matrix" if len(a) != 2 else "mat2 must be a matrix")
     return RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({shape_str(a)} and {shape_str(b)})")
 
 

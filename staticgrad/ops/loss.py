@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_emit
 from staticgrad.ops.elementwise import broadcast_error
+from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_emit
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, as_array, lit, register
 from staticgrad.ops.elementwise import broadcast_error
+from staticgrad.ops.registry import OpDef, Save, as_array, lit, register
 
 
 def _into(result, out):

@@ -179,7 +179,8 @@ def _gather(a, index, out=None, dim=0):
 
 
 register(OpDef("gather", _gather, "other", "GatherBackward0",
-               lambda F, g, s, at, need: (F.scatter_add_zeros(g, s["index"], dim=at["dim"], sizes=tuple(s["self_sym_sizes"])), None),
+               lambda F, g, s, at, need: (F.scatter_add_zeros(g, s["index"], dim=at["dim"],
+                                                              sizes=tuple(s["self_sym_sizes"])), None),
                (Save("index", 1), Save("self_sym_sizes", "shape:0", freed=False), Save("dim", "attr:dim", freed=False)),
                "same", explain=axis_error, grad_inputs=(0,)))
 
@@ -309,7 +310,8 @@ register(OpDef("log_softmax_backward", _log_softmax_bw, "reduction", "LogSoftmax
 
 def _sum_emit(ins, out, at, shapes):
     axis = at.get("dim")
-    return f"np.add.reduce({ins[0]}, axis={axis!r}, dtype={out}.dtype, out={out}, keepdims={at.get('keepdim', False)!r})"
+    keepdims = at.get("keepdim", False)
+    return f"np.add.reduce({ins[0]}, axis={axis!r}, dtype={out}.dtype, out={out}, keepdims={keepdims!r})"
 
 
 def _sum_to_size_emit(ins, out, at, shapes):

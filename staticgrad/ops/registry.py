@@ -4,11 +4,10 @@ every op module, so importing ``staticgrad.ops`` fills the table."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
-from dataclasses import replace
 
 # What an op is, for the passes that care: fusion groups "elementwise", the planner aliases
 # "view" outputs to their input, constant folding evaluates "factory", never "random".

@@ -129,7 +129,8 @@ def _select_backward(g, out=None, sizes=(), dim=0, index=0):
 
 
 register(OpDef("select", _select, "view", "SelectBackward0",
-               lambda F, g, s, at, need: (F.select_backward(g, sizes=tuple(s["self_sym_sizes"]), dim=at["dim"], index=at["index"]),),
+               lambda F, g, s, at, need: (F.select_backward(g, sizes=tuple(s["self_sym_sizes"]), dim=at["dim"],
+                                                            index=at["index"]),),
                (Save("self_sym_sizes", "shape:0", freed=False), Save("dim", "attr:dim", freed=False),
                 Save("index", "attr:index", freed=False)), "same"))
 register(OpDef("select_backward", _select_backward, "other", "SelectBackwardBackward0",
@@ -297,7 +298,8 @@ def _stack_error(shapes, attrs, exc):
 
 
 register(OpDef("stack", _stack, "other", "StackBackward0",
-               lambda F, g, s, at, need: tuple(F.select(g, dim=at["dim"], index=i) if n else None for i, n in enumerate(need)),
+               lambda F, g, s, at, need: tuple(F.select(g, dim=at["dim"], index=i) if n else None
+                                               for i, n in enumerate(need)),
                (Save("dim", "attr:dim", freed=False),), "promote", explain=_stack_error))
 
 

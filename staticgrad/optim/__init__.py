@@ -4,4 +4,4 @@ from staticgrad.optim.adam import Adam, AdamW
 from staticgrad.optim.optimizer import Optimizer
 from staticgrad.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]

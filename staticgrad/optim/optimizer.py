@@ -8,13 +8,12 @@ state buffers exist) are guards, so a change there makes the plan retrace.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
-import functools
-
-from staticgrad._state import EpochMapping, Tracing, bump_epoch, guard, note_stored_number, phase, replay_scalar
 from staticgrad._eager.grad_mode import enable_grad, no_grad
 from staticgrad._eager.tensor import Tensor
+from staticgrad._state import EpochMapping, Tracing, bump_epoch, guard, note_stored_number, phase, replay_scalar
 
 _MISSING = object()
 

@@ -21,20 +21,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticgrad._state import Epoch, Tracing
 from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Epoch, Tracing
 from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.generic import PassCache
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
+from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.record.plan import Plan
-from staticgrad.runtime.replay import CompiledReplay
-from staticgrad._eager.tensor import Tensor
-from staticgrad.record.finish import finish
 from staticgrad.record.scalars import CallFloats
 from staticgrad.record.tracer import Tracer
+from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
 
@@ -242,7 +242,7 @@ def _captured_roles(record) -> dict:
     graph = record.graph
     written_by_optimizer = {target for source, target in graph.writebacks
                             if graph.values[source].phase == "optimizer"}
-    roles = {v: "input" for v in graph.inputs}
+    roles = dict.fromkeys(graph.inputs, "input")
     for vid, (kind, ref) in zip(graph.captured, record.captured):
         if kind != "tensor":
             roles[vid] = "gradient"

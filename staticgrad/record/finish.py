@@ -7,11 +7,12 @@ Python state that a replay would not update.
 
 from __future__ import annotations
 
+from numpy.lib.array_utils import byte_bounds
+
 from staticgrad._eager.node import AccumulateGrad, SavedTensor
 from staticgrad._eager.tensor import Tensor
 from staticgrad.record.trace_record import TraceRecord
 from staticgrad.record.tracer import Tracer
-from numpy.lib.array_utils import byte_bounds
 
 
 def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
@@ -98,10 +99,7 @@ def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
 
 def _is_own_captured_grad(tracer: Tracer, grad: Tensor, owner: Tensor) -> bool:
     """The slot still holds the gradient tensor the call found there (updated in place)."""
-    for source in tracer.captured:
-        if source[0] == "grad" and source[1] is owner and owner._grad is grad:
-            return True
-    return False
+    return any(source[0] == "grad" and source[1] is owner and owner._grad is grad for source in tracer.captured)
 
 
 def _output_info(tracer: Tracer, t: Tensor):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from sys import getrefcount
 
-from staticgrad._state import Epoch, bump_epoch
 from staticgrad._eager.node import ReleasedNode
 from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Epoch, bump_epoch
 from staticgrad.inspect import plan_report
 
 _MISSING = object()
@@ -110,10 +110,7 @@ class Plan:
             data = t._data
             if data.shape != shape or data.dtype != dtype or t._requires_grad != requires_grad:
                 return False
-        for guard in self.record.state_guards:
-            if not guard.holds():
-                return False
-        return True
+        return all(guard.holds() for guard in self.record.state_guards)
 
     # ---- replay --------------------------------------------------------------------------------
 

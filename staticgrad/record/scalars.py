@@ -14,6 +14,7 @@ import threading
 
 from staticgrad._state import Tracing
 
+
 class ScalarRef(float):
     """A number read from Python state (an optimizer's ``lr``) that a replay re-reads.
 
@@ -131,7 +132,7 @@ def argument_scalar(value: float, index: int) -> ScalarRef:
 
 
 class _CallFloats(threading.local):
-    values: list = []
+    values: tuple = ()   # each compiled call sets its own list
 
 
 CallFloats = _CallFloats()   # the float arguments of this thread's current compiled call

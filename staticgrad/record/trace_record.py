@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+
 @dataclass
 class Guard:
     """A value a plan depends on: ``check()`` must equal ``expected`` for a replay to be valid.

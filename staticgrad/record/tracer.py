@@ -236,7 +236,8 @@ class Tracer:
             self._guarded_modules[id(module)] = module
             name = type(module).__name__
             self.add_guard(lambda: module.training, module.training, f"{name}.training")
-            self.add_guard(module._holdings, module._holdings(), f"the parameters, buffers and submodules of a {name}", True)
+            self.add_guard(module._holdings, module._holdings(), f"the parameters, buffers and submodules of a {name}",
+                           identity=True)
 
     def on_constant(self, t: Tensor, from_array: str | None) -> None:
         if from_array is not None:
@@ -308,10 +309,6 @@ class Tracer:
             return
         raise TraceError(f"staticgrad.compile({self.name}): {reason}. (Or compile with fallback=\"eager\" to run "
                          "such calls eagerly.)")
-
-    # ---- the end of the call ------------------------------------------------------------------
-
-        return finish(self, flat_outputs)
 
 
 def _grad_state(t: Tensor):

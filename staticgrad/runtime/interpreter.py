@@ -91,4 +91,4 @@ class Interpreter:
         return [env[s].copy() if copy else env[s] for s, copy in zip(program.result_slots, self._copy_results)]
 
 
-__all__ = ["Interpreter", "MULTI", "OUT", "VIEW"]
+__all__ = ["MULTI", "OUT", "VIEW", "Interpreter"]

@@ -199,7 +199,7 @@ class _CheckedCache:
 def _check_entry(result, sig, module: str) -> None:
     """Refuse a loaded entry compiled for another module (the file imported under another name)
     or another signature (an index and data file from two racing processes)."""
-    from numba.core.sigutils import normalize_signature   # numba loads with the first kernel, not with staticgrad
+    from numba.core.sigutils import normalize_signature  # numba loads with the first kernel, not with staticgrad
 
     if result.fndesc.modname != module:
         raise ValueError(f"entry was compiled as module {result.fndesc.modname!r}, not {module!r}")

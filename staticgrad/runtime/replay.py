@@ -74,7 +74,8 @@ class CompiledReplay:
 # A number token outside a string literal (strings are matched first and kept). Not a number that
 # is part of a name (b106), follows a dot, or runs on into letters, dots or digits (1j, 0x1f, 1_0):
 # those stay in the template as they are.
-_TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")|(?<![\w.])(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![\w.])""")
+_TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""   # a string literal, or
+                    r"""|(?<![\w.])(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![\w.])""")   # a number not in a name
 _CODES: dict = {}          # template source -> code object
 _LINES: dict = {}          # source line -> (the text around its numbers, the numbers)
 _KEPT = 4096

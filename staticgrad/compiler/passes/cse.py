@@ -22,8 +22,7 @@ def eliminate_common_subexpressions(graph: Graph) -> tuple:
         key = (op.op, inputs, op.attrs)
         earlier = seen.get(key)
         if earlier is not None and _same_types(graph, earlier, op):
-            for old, new in zip(op.outputs, earlier.outputs):
-                rename[old] = new
+            rename.update(zip(op.outputs, earlier.outputs))
             continue
         seen[key] = op
         kept.append(op)

@@ -157,7 +157,8 @@ def _find_groups(graph: Graph) -> list:
             group_of[i] = target
         elif op.op in ("sum_to_size", "sum") and op.inputs:
             g = group_of.get(producer.get(op.inputs[0]))
-            if (g is not None and producer.get(op.inputs[0]) in g.members and graph.values[op.inputs[0]].shape == g.shape
+            source = op.inputs[0]
+            if (g is not None and producer.get(source) in g.members and graph.values[source].shape == g.shape
                     and _epilogue_axes(op, graph) is not None and _can_absorb(g, i, ops, producer, users)):
                 g.sums.append(i)
                 group_of[i] = g
@@ -211,7 +212,8 @@ def _build(group: _Group, graph: Graph, users: dict, live: set) -> Op:
         outputs.append(out)
         out_shape = graph.values[out].shape
         k = _epilogue_axes(op, graph)
-        pattern = tuple(ndim - len(out_shape) + d if ndim - len(out_shape) + d >= k else -1 for d in range(len(out_shape)))
+        lead = ndim - len(out_shape)
+        pattern = tuple(lead + d if lead + d >= k else -1 for d in range(len(out_shape)))
         sums.append((temp_of[op.inputs[0]], len(outputs) - 1, pattern))
     loop = FusedLoop(ndim, group.dtype, tuple(range(ndim)), tuple(loads), tuple(body), tuple(stores), tuple(sums))
     kernel = FusedKernel((loop,), len(inputs), len(outputs), len(slots), ndim)

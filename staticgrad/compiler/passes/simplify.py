@@ -29,8 +29,8 @@ def simplify(graph: Graph) -> tuple:
             rename[op.outputs[0]] = inner.inputs[0]
             changed = True
             continue
-        if op.op == "transpose" and inner is not None and inner.op == "transpose" and set(
-                (inner.attr_dict["dim0"], inner.attr_dict["dim1"])) == set((op.attr_dict["dim0"], op.attr_dict["dim1"])):
+        if (op.op == "transpose" and inner is not None and inner.op == "transpose"
+                and {inner.attr_dict["dim0"], inner.attr_dict["dim1"]} == {op.attr_dict["dim0"], op.attr_dict["dim1"]}):
             rename[op.outputs[0]] = inner.inputs[0]
             changed = True
             continue

@@ -138,7 +138,7 @@ def test_a_new_batch_size_shares_the_replay_code_and_the_kernel_sources():
     eager_model, eager, model, compiled = eager_and_compiled()
     run_both([32, 32, 32, 20, 20], eager_model, eager, model, compiled)
     plans = {plan.signature[1][0][0]: plan for plan in compiled.plans if plan.replayable}
-    a, b = plans[32].executor, plans[20].executor
+    a, b = plans[32].compiled_replay, plans[20].compiled_replay
     assert a.source != b.source                               # their shapes and counts differ...
     assert a._build.__code__ is b._build.__code__             # ...and nothing else: one compile
     kernels = [op.attr_dict["kernel"] for op in plans[20].graph.ops if op.op == "fused"]

@@ -33,12 +33,10 @@ def run_graph(graph: Graph, plan, inputs) -> list:
     from staticgrad.runtime.replay import CompiledReplay
 
     program = plan_program(graph)
-    captured = [a.copy() for a in plan._bind_captured(list(inputs))]
-    scalars = [g() for g in plan._scalar_getters]
-    arrays = [t._data for t in inputs]
+    bound = plan.bind(list(inputs))
     if any(op.op == "fused" for op in graph.ops) or graph.reuse:
-        return CompiledReplay(program, generate(program)).run(arrays, captured, scalars)
-    return Interpreter(program).run(arrays, captured, scalars)
+        return CompiledReplay(program, generate(program)).run(*bound)
+    return Interpreter(program).run(*bound)
 
 
 def same_numbers(before: Graph, after: Graph, plan, inputs):

@@ -408,12 +408,9 @@ def test_fused_generated_replay_equals_the_interpreter_oracle():
     plan = next(p for p in step.plans if p.replayable)
     assert any(op.op == "fused" for op in plan.graph.ops)
     x, y = data[3]
-    inputs = [x._data, y._data]
-    scalars = [g() for g in plan._scalar_getters]
-    before = [a.copy() for a in plan._bind_captured([x, y])]
-    fast_captured = [a.copy() for a in before]
-    fast = plan.executor.run(inputs, fast_captured, scalars)
-    oracle_captured = [a.copy() for a in before]
+    inputs, fast_captured, scalars = plan.bind([x, y])
+    _, oracle_captured, _ = plan.bind([x, y])
+    fast = plan.compiled_replay.run(inputs, fast_captured, scalars)
     oracle = Interpreter(plan_program(plan.unfused_graph)).run(inputs, oracle_captured, scalars)
     assert len(fast) == len(oracle)
     for a, b in zip(fast, oracle):

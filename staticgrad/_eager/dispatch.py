@@ -123,14 +123,14 @@ def _owned(op: OpDef, result) -> np.ndarray:
     in eager and in replay (NumPy keeps a transposed input's layout in an elementwise result)."""
     if type(result) is not np.ndarray:
         result = np.asarray(result)
-    if op.kind != "view" and not result.flags.c_contiguous:
+    if not op.is_view and not result.flags.c_contiguous:
         result = np.ascontiguousarray(result)
     return result
 
 
 def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
     t = Tensor._make(array, False, None)
-    if op.kind == "view":
+    if op.is_view:
         base = inputs[0]
         t._version_counter = base._version_counter
         if op.name != "detach":  # detach shares memory and version, but is not a view (and holds no graph)

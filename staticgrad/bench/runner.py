@@ -68,8 +68,7 @@ def _kernels_only(plan, data):
     """The eager step's own NumPy calls, as recorded, run back to back by the plain interpreter:
     no Tensor, no graph node, no dispatch (parameters updated in copies)."""
     interpreter = Interpreter(plan_program(plan.record.graph))
-    captured = [array.copy() for array in plan._bind_captured(list(data[0]))]
-    scalars = [g() for g in plan._scalar_getters]
+    _, captured, scalars = plan.bind(list(data[0]))
     inputs = itertools.cycle([[x._data, y._data] for x, y in data])
     return lambda: interpreter.run(next(inputs), captured, scalars)
 

@@ -44,7 +44,7 @@ def alias_roots(graph: Graph) -> dict:
     (their first input's owner) and outputs written in place over a dying input (``graph.reuse``)."""
     roots = {}
     for op in graph.ops:
-        if op.opdef.kind == "view":
+        if op.opdef.is_view:
             base = op.inputs[0]
             roots[op.outputs[0]] = roots.get(base, base)
         for out in op.outputs:
@@ -75,7 +75,7 @@ def direct_writebacks(graph: Graph, roots: dict | None = None) -> dict:
         if p is None or source in results or roots.get(source, source) != source:
             continue
         op = graph.ops[p]
-        if op.opdef.kind == "view" or op.returns_own_arrays:
+        if op.opdef.is_view or op.returns_own_arrays:
             continue
         later_reads = last_read.get(target, -1) > p
         through_views = viewed_inputs.get(p)
@@ -219,7 +219,7 @@ def plan_program(graph: Graph) -> Program:
     for op in graph.ops:
         static = tuple((k, v) for k, v in op.attrs if not isinstance(v, ScalarSlot))
         dynamic = tuple((k, v.index) for k, v in op.attrs if isinstance(v, ScalarSlot))
-        if op.opdef.kind == "view":
+        if op.opdef.is_view:
             mode = VIEW
         elif op.op == "fused":
             mode = KERNEL

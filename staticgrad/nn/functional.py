@@ -8,7 +8,7 @@ from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
-from staticgrad.ops.loss import REDUCTIONS
+from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
 relu = fn.relu
 tanh = fn.tanh
@@ -56,13 +56,6 @@ def _add_bias(output: Tensor, bias: Tensor) -> Tensor:
     return result
 
 
-def _reduction_code(reduction: str) -> int:
-    try:
-        return REDUCTIONS[reduction]
-    except KeyError:
-        raise ValueError(f"{reduction} is not a valid value for reduction") from None
-
-
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     fn.require_tensor(input, "mse_loss")
     fn.require_tensor(target, "mse_loss", "target", 2)
@@ -71,7 +64,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
             f"Using a target size ({target.shape!r}) that is different to the input size ({input.shape!r}). "
             "This will likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
             UserWarning, stacklevel=2)
-    return dispatch(OPS["mse_loss"], (input, target), {"reduction": _reduction_code(reduction)})
+    return dispatch(OPS["mse_loss"], (input, target), {"reduction": reduction_code(reduction)})
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:

@@ -14,14 +14,7 @@ from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.functions import masked_fill_
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
-from staticgrad.ops.loss import REDUCTIONS
-
-
-def _reduction_code(reduction: str) -> int:
-    try:
-        return REDUCTIONS[reduction]
-    except KeyError:
-        raise ValueError(f"{reduction} is not a valid value for reduction") from None
+from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
 
 def _refuse_class_weights(weight) -> None:
@@ -67,7 +60,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     fn.require_tensor(input, "nll_loss_nd")
     fn.require_tensor(target, "nll_loss_nd", "target", 2)
     _refuse_class_weights(weight)
-    return _nll(input, target, _reduction_code(reduction), ignore_index)
+    return _nll(input, target, reduction_code(reduction), ignore_index)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
@@ -77,7 +70,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     fn.require_tensor(input, "cross_entropy_loss")
     fn.require_tensor(target, "cross_entropy_loss", "target", 2)
     _refuse_class_weights(weight)
-    code = _reduction_code(reduction)
+    code = reduction_code(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if target._data.shape == input._data.shape:

@@ -11,6 +11,14 @@ from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_e
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
+def reduction_code(reduction: str) -> int:
+    """A loss's ``reduction`` argument ("none", "mean", "sum") as the op attribute's code."""
+    try:
+        return REDUCTIONS[reduction]
+    except KeyError:
+        raise ValueError(f"{reduction} is not a valid value for reduction") from None
+
+
 def _reduce(values, reduction, out):
     if reduction == 0:
         if out is None:

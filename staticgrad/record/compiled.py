@@ -170,37 +170,36 @@ class CompiledFunction:
             return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats)
 
     def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats=False):
-        record = finish(tracer, flat_out)
-        record.eager_peak_bytes = peak
+        plan = self._make_plan(tracer, key, keep, flat_out, tree, peak, epoch)
+        self._cache.setdefault(key, []).insert(0, plan)
         self.stats.traces += 1
-        entries = self._cache.setdefault(key, [])
+        self.stats.compile_seconds += time.perf_counter() - started
+        if plan.failure is not None:
+            self._fall_back(plan.failure)
+        elif floats:
+            self._share_over_float_values(key, plan)
+        return out
+
+    def _make_plan(self, tracer, key, keep, flat_out, tree, peak, epoch) -> Plan:
+        """The plan of one trace; a failed one (kept, so that its signature runs eagerly) when the
+        call cannot be replayed."""
+        record = finish(tracer, flat_out, eager_peak_bytes=peak)
         if record.failure is not None:
-            entries.insert(0, Plan.failed(record, key))
-            self._fall_back(record.failure)
-            self.stats.compile_seconds += time.perf_counter() - started
-            return out
+            return Plan(record, key)
         record.graph.roles = _captured_roles(record)
         graph, report, unfused = run_pipeline(record.graph, cache=self._passes)
         program = plan_program(graph)
-        plan = Plan(record, graph, program, CompiledReplay(program, generate(program)), tree, key, keep,
-                    _global_guards(self.fn), report, epoch)
-        plan.unfused_graph = unfused
+        plan = Plan(record, key, graph=graph, unfused_graph=unfused, program=program,
+                    compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,
+                    global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch)
         if record.escapes:
-            previous_escaped = bool(entries) and entries[0].escaped
+            entries = self._cache.get(key)
+            escaped_before = bool(entries) and entries[0].escaped
             plan.mark_escaped(record.escapes)
-            if previous_escaped:
-                reason = (f"{record.escapes[0]} made inside the function is still referenced after it returned "
-                          "(kept in outside state), and a replay would not update it; return it instead")
-                plan.failure = reason
-                entries.insert(0, plan)
-                self.stats.compile_seconds += time.perf_counter() - started
-                self._fall_back(reason)
-                return out
-        entries.insert(0, plan)
-        if floats:
-            self._share_over_float_values(key, plan)
-        self.stats.compile_seconds += time.perf_counter() - started
-        return out
+            if escaped_before:
+                plan.failure = (f"{record.escapes[0]} made inside the function is still referenced after it "
+                                "returned (kept in outside state), and a replay would not update it; return it instead")
+        return plan
 
     def _share_over_float_values(self, key, plan) -> None:
         """A plan traced with float arguments replays for any values of them once an earlier trace

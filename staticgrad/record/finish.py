@@ -15,11 +15,12 @@ from staticgrad.record.trace_record import TraceRecord
 from staticgrad.record.tracer import Tracer
 
 
-def finish(tracer: Tracer, flat_outputs: list) -> TraceRecord:
+def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = None) -> TraceRecord:
     record = TraceRecord(graph=None, input_count=len(tracer.input_ids), captured=tracer.captured,
                          scalar_getters=tracer.scalar_getters, state_guards=tracer.guards,
                          input_guards=tracer.input_guards, outputs=[], grad_slots=[], version_bumps=[],
-                         failure=tracer.failure, float_arguments_static=tracer.float_arguments_static)
+                         failure=tracer.failure, float_arguments_static=tracer.float_arguments_static,
+                         eager_peak_bytes=eager_peak_bytes)
     if tracer.failure is not None:
         return record
     results, result_index = [], {}

@@ -8,6 +8,7 @@ and optimizer buffers updated in place (version counters bumped), fresh output t
 from __future__ import annotations
 
 from sys import getrefcount
+from typing import NamedTuple
 
 from staticgrad._eager.node import ReleasedNode
 from staticgrad._eager.tensor import Tensor
@@ -17,18 +18,33 @@ from staticgrad.inspect import plan_report
 _MISSING = object()
 
 
+
+class Bound(NamedTuple):
+    """What a program run reads: argument arrays, captured arrays, replay-time scalar values."""
+
+    inputs: list
+    captured: list
+    scalars: list
+
 class Plan:
-    def __init__(self, record, graph, program, executor, tree, key, keep, global_guards, pass_report, epoch):
+    """One recording of a compiled function, planned and ready to replay; or, when the trace found
+    something a replay cannot repeat (``failure``), the record of why, with nothing to replay."""
+
+    def __init__(self, record, key, *, graph=None, unfused_graph=None, program=None, compiled_replay=None,
+                 tree=None, keep=(), global_guards=(), pass_report=(), epoch=0):
         self.record = record
-        self.graph = graph
-        self.program = program
-        self.executor = executor
         self.signature = key
+        self.graph = graph
+        self.unfused_graph = unfused_graph
+        self.program = program
+        self.compiled_replay = compiled_replay
         self.pass_report = pass_report
         self.failure = record.failure
         self.replayable = record.failure is None
         self.escaped = False
-        self.reason = None
+        self.reason = record.failure
+        if not self.replayable:
+            return
         self._tree = tree
         self._keep = keep
         self._globals = global_guards
@@ -56,14 +72,6 @@ class Plan:
         for spec in record.outputs:
             if spec[0] == "value" and spec[2][1] is not None:
                 self._nodes.setdefault(spec[2][1], ReleasedNode(spec[2][1]))
-
-    @classmethod
-    def failed(cls, record, key) -> "Plan":
-        plan = cls.__new__(cls)
-        plan.record, plan.graph, plan.program, plan.executor = record, None, None, None
-        plan.signature, plan.failure, plan.replayable, plan.escaped = key, record.failure, False, False
-        plan.reason = record.failure
-        return plan
 
     def mark_escaped(self, escapes: list) -> None:
         self.replayable = False
@@ -114,6 +122,15 @@ class Plan:
 
     # ---- replay --------------------------------------------------------------------------------
 
+    def bind(self, flat: list, copy: bool = True) -> Bound:
+        """The arrays a run of this plan's program reads for the argument tensors ``flat``: inputs,
+        captured state (copied, unless ``copy`` is False, so that a run leaves the tensors alone)
+        and the replay-time scalars' current values. ``Interpreter(program).run(*plan.bind(flat))``
+        runs any program of this recording, e.g. the unfused one, as an oracle for the replay."""
+        captured = self._bind_captured(flat)
+        return Bound([t._data for t in flat], [a.copy() for a in captured] if copy else captured,
+                     [g() for g in self._scalar_getters])
+
     def _bind_captured(self, flat: list) -> list:
         if self._all_plain_captures:
             return [t._data for t in self._captured_tensors]
@@ -147,7 +164,7 @@ class Plan:
     def replay(self, flat: list):
         record = self.record
         recycled = self._recyclable_grads() if self._fresh_grads else None
-        results = self.executor.run([t._data for t in flat], self._bind_captured(flat),
+        results = self.compiled_replay.run([t._data for t in flat], self._bind_captured(flat),
                                     [g() for g in self._scalar_getters], recycled)
         for counter, count in self._bumps:
             counter[0] += count

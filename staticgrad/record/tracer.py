@@ -154,7 +154,7 @@ class Tracer:
             shapes = [(o._data.shape, o._data.dtype) for o in outputs]
             out_ids = self.tape.op(op.name, in_ids, frozen, shapes, Tracing.phase)
             for t, vid in zip(outputs, out_ids):
-                if op.kind == "view":
+                if op.is_view:
                     storage = self._bindings[id(inputs[0])].storage
                     full = op.name in _IDENTITY_VIEWS and self._bindings[id(inputs[0])].full
                     self._bind(t, vid, storage, full=full, created=True)

@@ -34,7 +34,7 @@ def fold_constants(graph: Graph) -> tuple:
             continue
         result = opdef.forward(*[constants[v] for v in op.inputs], **dict(op.attrs))
         out = op.outputs[0]
-        frozen = _as_eager(result, opdef.kind == "view", np.dtype(graph.values[out].dtype))
+        frozen = _as_eager(result, opdef.is_view, np.dtype(graph.values[out].dtype))
         frozen.flags.writeable = False
         constants[out] = frozen
         values[out] = replace(values[out], kind="constant")

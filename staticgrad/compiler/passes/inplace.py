@@ -18,9 +18,9 @@ from staticgrad.compiler.ir import Graph, Op
 def reuse_inputs_in_place(graph: Graph) -> tuple:
     external = set(graph.inputs) | set(graph.captured) | set(graph.constants)
     keep = graph.live_roots() | {v for v, _ in graph.writebacks}
-    viewed = {op.inputs[0] for op in graph.ops if op.opdef.kind == "view"}
+    viewed = {op.inputs[0] for op in graph.ops if op.opdef.is_view}
     # Views and the outputs of multi-output ops (which allocate their own arrays) own no planned buffer.
-    views = {op.outputs[0] for op in graph.ops if op.opdef.kind == "view"}
+    views = {op.outputs[0] for op in graph.ops if op.opdef.is_view}
     views |= {v for op in graph.ops if op.returns_own_arrays for v in op.outputs}
     last_read = {}
     for i, op in enumerate(graph.ops):
@@ -29,7 +29,7 @@ def reuse_inputs_in_place(graph: Graph) -> tuple:
     reuse = dict(graph.reuse)
     taken = set(reuse.values())
     for i, op in enumerate(graph.ops):
-        if op.opdef.kind == "view" or op.returns_own_arrays:
+        if op.opdef.is_view or op.returns_own_arrays:
             continue
         for out in op.outputs:
             if out in reuse or out in keep:

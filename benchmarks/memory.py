@@ -28,7 +28,7 @@ def staticgrad_memory(size) -> dict:
         eager(x, y)
     plan = next(p for p in compiled.plans if p.replayable)
     x, y = data[0]
-    return {"arena": plan.program.arena_bytes, "lower_bound": plan.program.notes["lower_bound"],
+    return {"arena": plan.program.arena_bytes, "lower_bound": plan.program.lower_bound,
             "replay_step_allocations": peak_bytes(lambda: compiled(x, y)),
             "eager_peak": peak_bytes(lambda: eager(x, y))}
 

@@ -100,7 +100,7 @@ def run_size(size: MLPSize, steps: int, progress=None, use_torch: bool = True) -
             "replay_arena": plan.program.arena_bytes,
             "replay_step_allocations": replay_peak,
             "replay_total": plan.program.arena_bytes + replay_peak,
-            "arena_lower_bound": plan.program.notes["lower_bound"],
+            "arena_lower_bound": plan.program.lower_bound,
         },
         "first_three_calls_seconds": setup["first_calls_seconds"],
         "compile_seconds": compiled.stats.compile_seconds,

@@ -56,7 +56,7 @@ def generate(program: Program) -> str:
             calls.append(name)
             lines[i] = f"{name}({', '.join(args)})"
     program.kernels = kernels
-    program.notes["kernel_calls"] = calls
+    program.kernel_calls = calls
     return replay_source(program, lines)
 
 
@@ -68,7 +68,7 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
     names = _names(program)
     shapes = {spec.slot: spec.shape for spec in program.buffers}
     shapes.update({slot: array.shape for slot, array in program.constants.items()})
-    shapes.update(program.notes.get("shapes", {}))
+    shapes.update(program.shapes)
 
     def name(slot: int) -> str:
         return names.get(slot) or names.setdefault(slot, f"v{slot}")

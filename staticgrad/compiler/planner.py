@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from staticgrad.compiler.analysis import alias_roots, reads_in_place
 from staticgrad.compiler.ir import Graph, ScalarSlot
-from staticgrad.compiler.passes.inplace import reads_in_place
 from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, BufferSpec, Program, Step
 
 ALIGNMENT = 64
@@ -37,21 +37,6 @@ class Lifetime:
 
     def overlaps(self, other: "Lifetime") -> bool:
         return self.first <= other.last and other.first <= self.last
-
-
-def alias_roots(graph: Graph) -> dict:
-    """Map each value that lives in another value's memory to that memory's owner: view outputs
-    (their first input's owner) and outputs written in place over a dying input (``graph.reuse``)."""
-    roots = {}
-    for op in graph.ops:
-        if op.opdef.is_view:
-            base = op.inputs[0]
-            roots[op.outputs[0]] = roots.get(base, base)
-        for out in op.outputs:
-            source = graph.reuse.get(out)
-            if source is not None:
-                roots[out] = roots.get(source, source)
-    return roots
 
 
 def direct_writebacks(graph: Graph, roots: dict | None = None) -> dict:
@@ -213,7 +198,9 @@ def plan_program(graph: Graph) -> Program:
     buffers = []
     for v in spans:
         value = graph.values[v]
-        buffers.append(BufferSpec(v, value.shape, np.dtype(value.dtype), None if v in fresh else offsets[v]))
+        lt = spans[v]
+        buffers.append(BufferSpec(v, value.shape, np.dtype(value.dtype), None if v in fresh else offsets[v],
+                                  lt.first, lt.last))
 
     steps = []
     for op in graph.ops:
@@ -236,5 +223,5 @@ def plan_program(graph: Graph) -> Program:
         constants=dict(graph.constants), buffers=buffers, arena_bytes=arena_bytes,
         result_slots=list(graph.results), writebacks=writebacks, n_scalars=graph.n_scalars,
         alignment=ALIGNMENT, aliases={**{v: roots[v] for v in graph.reuse}, **bound},
-        notes={"lower_bound": lower_bound(arena_spans, len(graph.ops)),
-               "shapes": {v: value.shape for v, value in graph.values.items()}})
+        lower_bound=lower_bound(arena_spans, len(graph.ops)),
+        shapes={v: value.shape for v, value in graph.values.items()})

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from staticgrad.compiler.analysis import alias_roots
 from staticgrad.compiler.ir import fused_members
-from staticgrad.compiler.planner import alias_roots, lifetimes
 
 KINDS = ("input", "parameter", "activation", "saved-for-backward", "gradient", "temporary", "optimizer state",
          "constant", "captured")
@@ -36,7 +36,6 @@ class BufferInfo:
 def buffers(plan) -> list:
     graph, program = plan.graph, plan.program
     roots = alias_roots(graph)
-    spans = lifetimes(graph, program.aliases)
     producer = {v: (i, op) for i, op in enumerate(graph.ops) for v in op.outputs}
     users = graph.users()
     offsets = {spec.slot: spec.offset for spec in program.buffers}
@@ -49,7 +48,8 @@ def buffers(plan) -> list:
         rows.append(BufferInfo(f"%{vid}", value.shape, value.dtype, value.nbytes, role, "-",
                                min(reads) if reads else None, _last(written.get(vid), producer, reads),
                                None, "bound"))
-    for vid, span in sorted(spans.items(), key=lambda item: item[1].first):
+    for span in sorted(program.buffers, key=lambda spec: spec.first):
+        vid = span.slot
         value = graph.values[vid]
         index, op = producer[vid]
         placement = "arena" if offsets.get(vid) is not None else "fresh per call"
@@ -91,7 +91,7 @@ def _alias_users(vid, graph, users, roots):
 
 def kernels(plan) -> list:
     """(kernel name, op names it fuses, number of loops) for each fused kernel of the plan."""
-    calls = iter(plan.program.notes.get("kernel_calls", ()))
+    calls = iter(plan.program.kernel_calls)
     rows = []
     for op in plan.graph.ops:
         if op.op == "fused":
@@ -109,7 +109,7 @@ def _size(n: int) -> str:
 
 def summary(plan) -> str:
     program = plan.program
-    arena, bound = program.arena_bytes, program.notes["lower_bound"]
+    arena, bound = program.arena_bytes, program.lower_bound
     ratio = f"{arena / bound:.2f}x" if bound else "-"
     line = f"arena {_size(arena)}, lower bound {_size(bound)} ({ratio})"
     peak = plan.record.eager_peak_bytes

@@ -233,7 +233,7 @@ class Plan:
 
     @property
     def lower_bound_bytes(self) -> int:
-        return self.program.notes["lower_bound"]
+        return self.program.lower_bound
 
     def __repr__(self) -> str:
         if self.graph is None:

@@ -33,6 +33,8 @@ class BufferSpec:
     shape: tuple
     dtype: np.dtype
     offset: int | None      # None: allocated fresh on every call (results)
+    first: int = 0          # the steps that define and last read it (both inclusive; the step count:
+    last: int = 0           # "until the call ends")
 
     @property
     def nbytes(self) -> int:
@@ -54,4 +56,6 @@ class Program:
     kernels: dict = field(default_factory=dict)   # kernel name -> source (fused groups)
     aliases: dict = field(default_factory=dict)   # slot -> input/captured slot whose storage it is written into
     alignment: int = 64
-    notes: dict = field(default_factory=dict)
+    lower_bound: int = 0                          # the most arena bytes live at one step
+    shapes: dict = field(default_factory=dict)    # slot -> shape, for every value of the graph
+    kernel_calls: list = field(default_factory=list)   # the fused kernel each KERNEL step calls, in order

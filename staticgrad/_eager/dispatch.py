@@ -15,35 +15,10 @@ from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS, OpDef
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.registry import ATTR, INPUT, RESULT, SHAPE
 
 # Scalar attributes that take part in type promotion (PyTorch wraps them as numbers).
 PROMOTING_ATTRS = ("other", "exponent", "base")
-
-_SAVE_PLANS: dict = {}
-
-
-def _save_plan(op: OpDef):
-    """The op's Save records parsed once: (name, kind, key, when, freed)."""
-    plan = _SAVE_PLANS.get(op.name)
-    if plan is None:
-        plan = []
-        for s in op.saves:
-            src = s.source
-            if type(src) is int:
-                plan.append((s.name, 0, src, s.when, s.freed))
-            elif src == "result" or src.startswith("result:"):
-                plan.append((s.name, 1, int(src[7:]) if ":" in src else 0, s.when, s.freed))
-            elif src.startswith("attr:"):
-                plan.append((s.name, 2, src[5:], s.when, s.freed))
-            elif src.startswith("shape:"):
-                plan.append((s.name, 3, int(src[6:]), s.when, s.freed))
-            elif src.startswith("strides:"):
-                plan.append((s.name, 4, int(src[8:]), s.when, s.freed))
-            else:
-                raise ValueError(f"op {op.name!r}: unknown save source {src!r}")
-        plan = _SAVE_PLANS[op.name] = tuple(plan)
-    return plan
-
 
 def _dtypes_for(op: OpDef, arrays, attrs):
     """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
@@ -163,36 +138,36 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
         meta.append(None)
         needs.append(False)
     node = Node(op, attrs, tuple(edges), tuple(meta), len(outputs))
-    plan = _save_plan(op)
-    if plan:
+    if op.saves:
         saved = {}
         freeable = []
-        for name, kind, key, when, freed in plan:
+        for slot in op.saves:
+            kind, key, when = slot.kind, slot.key, slot.when
             if when:
                 for j in when:
                     if needs[j]:
                         break
                 else:
                     continue
-            if kind == 0:
+            if kind is INPUT:
                 source = inputs[key]
                 if original_target is not None and key == 0:
                     source = original_target
                 value = SavedTensor(source, False)
                 if versions is not None and source is inputs[key]:
                     value.version = versions[key]  # saved as it was before this in-place op ran
-            elif kind == 1:
+            elif kind is RESULT:
                 value = SavedTensor(outputs[key], True)
-            elif kind == 2:
+            elif kind is ATTR:
                 value = attrs.get(key)
-            elif kind == 3:
+            elif kind is SHAPE:
                 value = inputs[key]._data.shape
             else:
                 array = inputs[key]._data
                 value = tuple(stride // array.itemsize for stride in array.strides)
-            saved[name] = value
-            if freed:
-                freeable.append(name)
+            saved[slot.name] = value
+            if slot.freed:
+                freeable.append(slot.name)
         node._saved = saved
         node._freeable = tuple(freeable)
     for t in outputs:
@@ -250,7 +225,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
 
 
 def _saves_input0(op: OpDef) -> bool:
-    return any(kind == 0 and key == 0 for _, kind, key, _, _ in _save_plan(op))
+    return any(slot.kind is INPUT and slot.key == 0 for slot in op.saves)
 
 
 class Functional:

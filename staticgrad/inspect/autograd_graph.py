@@ -270,9 +270,9 @@ def _collect(live):
         if type(node) is AccumulateGrad:
             add(node.variable, -1)
         elif not isinstance(node, ReleasedNode):
-            declared = {s.name: s.source for s in node.op.saves}
+            declared = {s.name: s for s in node.op.saves}
             for name, value, _, freed in node.saved_slots():
-                if not _is_tensor_source(declared[name]):
+                if not declared[name].holds_tensor:
                     node_rows.append((name, "scalar", freed, value))
                 elif freed:
                     node_rows.append((name, "tensor", True, value))
@@ -293,10 +293,6 @@ def _collect(live):
                 if obj._base is not None:
                     add(obj._base, i)
     return objects, incoming, holders, chain, rows
-
-
-def _is_tensor_source(source) -> bool:
-    return type(source) is int or source == "result" or source.startswith("result:")
 
 
 def _refcounts(objects: list) -> list:

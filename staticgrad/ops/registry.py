@@ -5,7 +5,7 @@ every op module, so importing ``staticgrad.ops`` fills the table."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,6 +22,10 @@ KINDS = ("elementwise", "reduction", "view", "matmul", "factory", "random", "oth
 DTYPE_RULES = ("promote", "float", "same", "bool", "attr", "index")
 
 
+# Where a saved slot's value comes from (Save.kind).
+INPUT, RESULT, ATTR, SHAPE, STRIDES = "input", "result", "attr", "shape", "strides"
+
+
 @dataclass(frozen=True, slots=True)
 class Save:
     """One slot a node keeps for its backward, shown as ``grad_fn._saved_<name>``.
@@ -36,6 +40,27 @@ class Save:
     source: int | str
     when: tuple[int, ...] = ()
     freed: bool = True
+    kind: str = field(init=False)       # INPUT, RESULT, ATTR, SHAPE or STRIDES: ``source`` parsed once
+    key: int | str = field(init=False)  # the input or result index, or the attribute's name
+
+    def __post_init__(self):
+        src = self.source
+        if type(src) is int:
+            kind, key = INPUT, src
+        else:
+            head, _, tail = src.partition(":")
+            kinds = {"result": RESULT, "attr": ATTR, "shape": SHAPE, "strides": STRIDES}
+            if head not in kinds or (head != "result" and not tail):
+                raise ValueError(f"save {self.name!r}: unknown source {src!r}")
+            kind = kinds[head]
+            key = tail if kind is ATTR else int(tail or 0)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "key", key)
+
+    @property
+    def holds_tensor(self) -> bool:
+        """The slot keeps a tensor (an input or a result), not a plain value."""
+        return self.kind is INPUT or self.kind is RESULT
 
 
 @dataclass(frozen=True, slots=True)

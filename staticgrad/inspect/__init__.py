@@ -4,6 +4,6 @@
 function's ``plans`` describe, draw and render their buffer plans (``plan_report``, ``draw``).
 """
 
-from staticgrad.inspect.autograd_graph import Graph, GraphNode, SavedBuffer, graph
+from staticgrad.inspect.autograd_graph import AutogradGraph, GraphNode, SavedBuffer, graph
 
-__all__ = ["Graph", "GraphNode", "SavedBuffer", "graph"]
+__all__ = ["AutogradGraph", "GraphNode", "SavedBuffer", "graph"]

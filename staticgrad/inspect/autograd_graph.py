@@ -18,7 +18,7 @@ from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulato
 from staticgrad._eager.tensor import Tensor
 from staticgrad.inspect.draw import draw, tree_lines
 
-__all__ = ["Graph", "GraphNode", "SavedBuffer", "graph"]
+__all__ = ["AutogradGraph", "GraphNode", "SavedBuffer", "graph"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class GraphNode:
         return f"{self.name}  {scalars}".rstrip() + note
 
 
-class Graph:
+class AutogradGraph:
     """A snapshot of a backward graph: ``nodes`` in the order the tree prints them (their index is
     their position and their key in ``to_networkx()``), ``roots`` the indices of the given tensors'
     nodes. Byte totals count each storage once, at its full size."""
@@ -143,7 +143,7 @@ class Graph:
         return "\n".join(tree_lines(self) + [self.summary()])
 
     def __repr__(self) -> str:
-        return f"<staticgrad.inspect.autograd_graph.Graph: {len(self.nodes)} nodes, {self.held_bytes} bytes held>"
+        return f"<staticgrad.inspect.AutogradGraph: {len(self.nodes)} nodes, {self.held_bytes} bytes held>"
 
     def to_networkx(self):
         """A ``networkx.MultiDiGraph``: one node per backward node (name, saved buffers, held bytes,
@@ -165,7 +165,7 @@ class Graph:
         draw(self, path, dpi)
 
 
-def graph(*tensors) -> Graph:
+def graph(*tensors) -> AutogradGraph:
     """Snapshot the backward graph reachable from ``tensors`` (several roots may share nodes)."""
     for t in tensors:
         if not isinstance(t, Tensor):
@@ -174,7 +174,7 @@ def graph(*tensors) -> Graph:
     slots, storage_bytes = _storage_facts(live)
     position = {node: i for i, node in enumerate(live)}
     nodes = [_snapshot(i, node, position, slots[i]) for i, node in enumerate(live)]
-    return Graph(nodes, roots, storage_bytes)
+    return AutogradGraph(nodes, roots, storage_bytes)
 
 
 # ---- walking the live graph ------------------------------------------------------------------

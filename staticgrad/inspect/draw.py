@@ -1,4 +1,4 @@
-"""Showing a ``staticgrad.inspect.autograd_graph.Graph``: as an indented text tree, and as a picture of layered
+"""Showing a ``staticgrad.inspect.AutogradGraph``: as an indented text tree, and as a picture of layered
 boxes (root on top, gradients flowing down) coloured by what each node's saved buffers are
 doing. The picture uses matplotlib's Agg canvas directly, so it never touches pyplot or the
 user's chosen backend, and needs no graphviz."""

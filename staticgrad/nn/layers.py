@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from staticgrad._eager import functions as fn
-from staticgrad.nn import functional as F
-from staticgrad.nn import init
+from staticgrad.nn import functional, init
 from staticgrad.nn.module import Module
 
 
@@ -23,7 +22,7 @@ class Linear(Module):
         init.reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input):
-        return F.linear(input, self.weight, self.bias)
+        return functional.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -209,4 +208,4 @@ class _Loss(Module):
 
 class MSELoss(_Loss):
     def forward(self, input, target):
-        return F.mse_loss(input, target, reduction=self.reduction)
+        return functional.mse_loss(input, target, reduction=self.reduction)

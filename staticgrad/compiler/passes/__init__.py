@@ -22,13 +22,13 @@ PIPELINE = [
 ]
 
 # The plain interpreter (the oracle) runs the program as it stands before this pass.
-LOWERING_STARTS = "split_matmul_epilogues"
+LOWERING_STARTS = split_matmul_epilogues
 
 # From this pass on, passes are shape-generic: they read a dim only to compare it with another dim
 # or with 0 or 1 (never its value: no arithmetic, ordering, int(), printing, type tests), and never
 # a constant's contents. So one run serves every batch size of a structure (compiler/generic.py);
 # constant folding, before, computes with shapes and contents.
-SHAPE_GENERIC_FROM = "eliminate_common_subexpressions"
+SHAPE_GENERIC_FROM = eliminate_common_subexpressions
 
 
 def run_pipeline(graph: Graph, pipeline=None, check: bool = False, cache=None) -> tuple:
@@ -36,8 +36,9 @@ def run_pipeline(graph: Graph, pipeline=None, check: bool = False, cache=None) -
     as it was before lowering (the oracle's program). With ``cache`` (a generic.PassCache), the
     shape-generic passes run once per structure, their result filled in with each graph's dims."""
     passes = list(pipeline if pipeline is not None else PIPELINE)
-    names = [fn.__name__ for fn, _ in passes]
-    split = names.index(SHAPE_GENERIC_FROM) if cache is not None and SHAPE_GENERIC_FROM in names else len(passes)
+    functions = [fn for fn, _ in passes]
+    split = (functions.index(SHAPE_GENERIC_FROM) if cache is not None and SHAPE_GENERIC_FROM in functions
+             else len(passes))
 
     def run(g, part):
         return _run(g, part, check)
@@ -57,7 +58,7 @@ def _run(graph: Graph, passes: list, check: bool) -> tuple:
     report = []
     before_lowering = None
     for pass_fn, _ in passes:
-        if pass_fn.__name__ == LOWERING_STARTS:
+        if pass_fn is LOWERING_STARTS:
             before_lowering = graph
         graph, changed = pass_fn(graph)
         report.append((pass_fn.__name__, changed))

@@ -10,6 +10,9 @@ import numpy as np
 
 from staticgrad.ops.registry import OpDef, Save, amend, as_array, lit, register, with_emit
 
+_FLOAT16 = np.dtype(np.float16)
+_FLOAT32 = np.dtype(np.float32)
+
 
 def broadcast_error(shapes, attrs, exc):
     """PyTorch's message for shapes that do not broadcast (it checks from the last dim)."""
@@ -31,6 +34,47 @@ def broadcast_error(shapes, attrs, exc):
         full = list(np.broadcast_shapes(*shapes))
         return RuntimeError(f"output with shape {out_shape} doesn't match the broadcast shape {full}")
     return None
+
+
+# ---- calling a Numba loop (staticgrad.ops.loops) on an elementwise op's operands -------------------
+
+def loop_operands(*arrays):
+    """(flat operands, shape, result dtype, work dtype) for an elementwise Numba loop: the arrays
+    broadcast to one shape and cast to their common dtype, C-contiguous and flat. float16 works
+    in float32 and is rounded once at the end, as PyTorch computes half precision on CPU."""
+    first = arrays[0]
+    if all(a.dtype == first.dtype for a in arrays):
+        dtype = first.dtype
+    else:
+        dtype = np.result_type(*arrays)
+    if all(a.shape == first.shape for a in arrays):
+        shape = first.shape
+    else:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        arrays = [np.broadcast_to(a, shape) for a in arrays]
+    work = _FLOAT32 if dtype == _FLOAT16 else dtype
+    flats = [np.ascontiguousarray(a, dtype=work).reshape(-1) for a in arrays]
+    return flats, shape, dtype, work
+
+
+def loop_output(size: int, work, out, inputs):
+    """The flat array a loop writes: ``out``'s memory when it can take the work dtype directly and
+    shares no memory with an input (the loops may also use it as scratch), else a new array."""
+    if (out is not None and out.dtype == work and out.flags.c_contiguous
+            and not any(np.may_share_memory(out, a) for a in inputs)):
+        return out.reshape(-1)
+    return np.empty(size, work)
+
+
+def loop_result(flat, shape, dtype, out):
+    """The op's result from the loop's flat output: ``out`` (filled, if the loop wrote elsewhere)
+    or a new array of the result dtype."""
+    if out is None:
+        result = flat.reshape(shape)
+        return result if result.dtype == dtype else result.astype(dtype)
+    if not np.may_share_memory(flat, out):
+        np.copyto(out, flat.reshape(shape), casting="unsafe")
+    return out
 
 
 def _binary(name, forward, node_name, backward, saves=(), expr=None, dtype_rule="promote"):

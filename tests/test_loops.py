@@ -173,3 +173,104 @@ def test_gelu_mlp_step_replays_eager(dtype):
     batches = [(data.standard_normal((16, 12)).astype(dtype) * 4, data.standard_normal((16, 3)).astype(dtype))
                for _ in range(5)]
     _assert_replays_eager(build, batches, dtype)
+
+
+# ---- max_pool2d ---------------------------------------------------------------------------------------
+
+GEOMETRIES = [((2, 2), (2, 2), (0, 0)), ((2, 2), (1, 1), (0, 0)), ((2, 2), (2, 1), (0, 0)), ((2, 2), (2, 2), (1, 1)),
+              ((3, 3), (2, 2), (1, 1)), ((3, 3), (1, 1), (1, 1)), ((2, 3), (1, 2), (1, 1)), ((3, 2), (3, 2), (0, 1)),
+              ((1, 1), (1, 1), (0, 0)), ((5, 5), (2, 2), (2, 2))]
+
+
+def _torch_pool(x, kernel, stride, padding):
+    values, indices = torch.ops.aten.max_pool2d_with_indices(torch.tensor(x), list(kernel), list(stride),
+                                                             list(padding))
+    return values.numpy(), indices.numpy()
+
+
+def _pool(x, kernel, stride, padding):
+    return OPS["max_pool2d"].forward(x, kernel_size=kernel, stride=stride, padding=padding)
+
+
+@pytest.mark.parametrize("kernel,stride,padding", GEOMETRIES)
+def test_max_pool2d_ties_nan_and_infinities_match_torch(kernel, stride, padding):
+    """Ties everywhere (first maximum in window order wins), NaN (the last NaN wins), windows of
+    -inf beside padding (the first real cell): values and indices equal PyTorch's exactly."""
+    x = np.random.default_rng(5).integers(0, 3, (2, 3, 9, 8)).astype(np.float32)
+    x[0, 0, :3, :3] = -np.inf
+    x[0, 1, 4, 4] = x[0, 1, 4, 5] = x[0, 1, 5, 4] = np.nan
+    x[1, 2] = -np.inf
+    x[1, 1, ::3, 1::2] = np.nan
+    values, indices = _pool(x, kernel, stride, padding)
+    t_values, t_indices = _torch_pool(x, kernel, stride, padding)
+    np.testing.assert_array_equal(values, t_values)
+    np.testing.assert_array_equal(indices, t_indices)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int64, np.int32])
+@pytest.mark.parametrize("kernel,stride,padding", [GEOMETRIES[0], GEOMETRIES[4]])
+def test_max_pool2d_dtypes_match_torch(dtype, kernel, stride, padding):
+    x = np.random.default_rng(6).integers(-4, 4, (2, 2, 7, 6)).astype(dtype)
+    values, indices = _pool(x, kernel, stride, padding)
+    t_values, t_indices = _torch_pool(x, kernel, stride, padding)
+    assert values.dtype == dtype and indices.dtype == np.int64
+    np.testing.assert_array_equal(values, t_values)
+    np.testing.assert_array_equal(indices, t_indices)
+
+
+def test_max_pool2d_any_layout_and_unbatched():
+    x = np.random.default_rng(8).standard_normal((3, 8, 6)).astype(np.float32)
+    for geometry in (GEOMETRIES[0], GEOMETRIES[4]):
+        expected = _torch_pool(x, *geometry)
+        for layout in (x, np.asfortranarray(x), np.repeat(x, 2, axis=2)[:, :, ::2]):
+            values, indices = _pool(layout, *geometry)
+            np.testing.assert_array_equal(values, expected[0])
+            np.testing.assert_array_equal(indices, expected[1])
+
+
+@pytest.mark.parametrize("kernel,stride,padding", GEOMETRIES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_backward_adds_like_torch(kernel, stride, padding, dtype):
+    """Overlapping windows share cells (ties make more of them): the gradient adds there in
+    output order and in the gradient's precision, as PyTorch, so the sums are bit-equal."""
+    x = np.random.default_rng(9).integers(0, 2, (2, 3, 9, 8)).astype(dtype)
+    values, indices = _pool(x, kernel, stride, padding)
+    g = np.random.default_rng(10).standard_normal(values.shape).astype(dtype)
+    got = OPS["max_pool2d_backward"].forward(g, indices, input_size=(9, 8))
+    expected = torch.ops.aten.max_pool2d_with_indices_backward(
+        torch.tensor(g), torch.tensor(x), list(kernel), list(stride), list(padding), [1, 1], False,
+        torch.tensor(indices)).numpy()
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_max_pool2d_backward_out_and_bad_indices():
+    x = np.random.default_rng(11).standard_normal((2, 2, 6, 6)).astype(np.float32)
+    values, indices = _pool(x, (3, 3), (1, 1), (1, 1))
+    g = np.random.default_rng(12).standard_normal(values.shape).astype(np.float32)
+    forward = OPS["max_pool2d_backward"].forward
+    expected = forward(g, indices, input_size=(6, 6))
+    outs = (np.full((2, 2, 6, 6), 3.0, np.float32), np.full((2, 2, 6, 6), 3.0), np.full((2, 2, 6, 12), 3.0)[..., ::2])
+    for out in outs:
+        assert forward(g, indices, out=out, input_size=(6, 6)) is out
+        np.testing.assert_array_equal(out, expected)
+    first = g.copy()   # g and the result have one shape here: out may be g itself
+    assert forward(first, indices, out=first, input_size=(6, 6)) is first
+    np.testing.assert_array_equal(first, expected)
+    bad = indices.copy()
+    bad[1, 1, 2, 3] = 36
+    with pytest.raises(IndexError, match="outside its input plane"):
+        forward(g, bad, input_size=(6, 6))
+
+
+def test_overlapping_pool_cnn_step_replays_eager():
+    def build():
+        nn = sg.nn
+        return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 1, 1),
+                             nn.Conv2d(4, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.MaxPool2d(2, 1),
+                             nn.Flatten(), nn.Linear(16, 3))
+
+    data = np.random.default_rng(2)
+    batches = [(np.round(data.standard_normal((6, 2, 8, 8)), 1).astype(np.float32),   # rounded: ties in windows
+                data.standard_normal((6, 3)).astype(np.float32)) for _ in range(5)]
+    _assert_replays_eager(build, batches, np.float32)

@@ -48,10 +48,11 @@ def op_rows(rng):
     g, tg = arrays(LM_BATCH, LM_CONTEXT, 4 * LM_DIM)
     shape = "x".join(map(str, x.shape))
     for form in ("none", "tanh"):
-        rows.append((f"gelu {form} {shape}", lambda f=form: OPS["gelu"].forward(x, approximate=f),
-                     lambda f=form: torch.nn.functional.gelu(tx, approximate=f)))
-        rows.append((f"gelu_backward {form} {shape}", lambda f=form: OPS["gelu_backward"].forward(g, x, approximate=f),
-                     lambda f=form: torch.ops.aten.gelu_backward(tg, tx, approximate=f)))
+        rows.append((f"gelu {form} {shape}", lambda f=form, x=x: OPS["gelu"].forward(x, approximate=f),
+                     lambda f=form, tx=tx: torch.nn.functional.gelu(tx, approximate=f)))
+        rows.append((f"gelu_backward {form} {shape}",
+                     lambda f=form, g=g, x=x: OPS["gelu_backward"].forward(g, x, approximate=f),
+                     lambda f=form, tg=tg, tx=tx: torch.ops.aten.gelu_backward(tg, tx, approximate=f)))
     for n, c, h in ((32, 8, 28), (32, 16, 14), (128, 8, 28), (128, 16, 14)):
         x, tx = arrays(n, c, h, h)
         g, tg = arrays(n, c, h // 2, h // 2)
@@ -69,8 +70,8 @@ def op_rows(rng):
     x, tx = arrays(32, 8, 28, 28)
     g, tg = arrays(32, 8, 28, 28)
     y, ty = np.maximum(x, 0), torch.relu(tx)
-    rows.append(("threshold_backward 32x8x28x28", lambda: OPS["threshold_backward"].forward(g, y, threshold=0),
-                 lambda: torch.ops.aten.threshold_backward(tg, ty, 0)))
+    rows.append(("threshold_backward 32x8x28x28", lambda g=g, y=y: OPS["threshold_backward"].forward(g, y, threshold=0),
+                 lambda tg=tg, ty=ty: torch.ops.aten.threshold_backward(tg, ty, 0)))
     return rows
 
 

@@ -274,3 +274,61 @@ def test_overlapping_pool_cnn_step_replays_eager():
     batches = [(np.round(data.standard_normal((6, 2, 8, 8)), 1).astype(np.float32),   # rounded: ties in windows
                 data.standard_normal((6, 3)).astype(np.float32)) for _ in range(5)]
     _assert_replays_eager(build, batches, np.float32)
+
+
+# ---- threshold_backward (ReLU's backward) --------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("threshold", [0, 0.5, -1.0])
+def test_threshold_backward_matches_torch(dtype, threshold):
+    x = np.concatenate([rng.standard_normal(40), [0.0, -0.0, 0.5, -1.0, np.nan, np.inf, -np.inf, 1e-30]]).astype(dtype)
+    g = np.concatenate([rng.standard_normal(42), [np.nan, np.inf, -np.inf, -0.0, 2.0, 3.0]]).astype(dtype)
+    x, g = x.reshape(6, 8), g.reshape(6, 8)
+    got = OPS["threshold_backward"].forward(g, x, threshold=threshold)
+    expected = torch.ops.aten.threshold_backward(torch.tensor(g), torch.tensor(x), threshold).numpy()
+    assert got.dtype == dtype
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_threshold_backward_layouts_and_out():
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    g = rng.standard_normal((5, 7)).astype(np.float32)
+    forward = OPS["threshold_backward"].forward
+    expected = np.where(x.T <= 0, np.float32(0), g)
+    assert forward(g, x.T, threshold=0).tobytes() == expected.tobytes()
+    for out in (np.empty((5, 7), np.float32), np.empty((5, 14), np.float32)[:, ::2], np.empty((5, 7))):
+        assert forward(g, x.T, out=out, threshold=0) is out
+        np.testing.assert_array_equal(out, expected)
+    first = g.copy()   # out is the gradient itself
+    assert forward(first, x.T, out=first, threshold=0) is first
+    assert first.tobytes() == expected.tobytes()
+    assert forward(g.astype(np.int64), (x.T > 0).astype(np.int64), threshold=0).dtype == np.int64
+
+
+def test_relu_gradient_at_nan_is_torch_s():
+    x = np.array([[np.nan, -1.0, 2.0], [0.0, -0.0, np.inf]])
+    compare(lambda lib, x: lib.relu(x), [x])
+    compare(lambda lib, x: lib.relu(x), [x.astype(np.float32)])
+
+
+def test_relu_backward_fuses_with_elementwise_neighbours_and_replays_eager():
+    """Where ReLU's backward meets elementwise ops it joins their fused kernel (its scalar
+    expression is the loop's select); where it meets none (a CNN) it runs the loop itself."""
+    class Net(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = sg.nn.Linear(12, 32), sg.nn.Linear(32, 3)
+
+        def forward(self, x):
+            h = self.a(x)
+            return self.b((h.relu() * 2.0 + h.tanh()) * h)
+
+    data = np.random.default_rng(4)
+    batches = [(data.standard_normal((16, 12)).astype(np.float32), data.standard_normal((16, 3)).astype(np.float32))
+               for _ in range(5)]
+    compiled = _assert_replays_eager(Net, batches, np.float32)
+    ops = next(p for p in compiled.plans if p.replayable).graph.ops
+    assert not any(op.op == "threshold_backward" for op in ops)
+    fused = [[name for name, _, _ in loop.body]
+             for op in ops if op.op == "fused" for loop in op.attr_dict["kernel"].loops]
+    assert any("threshold_backward" in names and len(names) > 1 for names in fused)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, amend, as_array, lit, register, with_emit
+from staticgrad.ops.registry import OpDef, Save, amend, as_array, jit_loops, lit, register, with_emit
 
 _FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
@@ -335,11 +335,15 @@ register(OpDef(
 
 
 def _threshold_backward(g, x, out=None, threshold=0):
-    result = np.where(x > threshold, g, np.zeros((), g.dtype))
-    if out is None:
-        return result
-    np.copyto(out, result)
-    return out
+    """0 where x <= threshold, else g (so NaN in x lets g through, as in PyTorch), in one pass of a
+    Numba loop: np.where's three-operand loop costs ~3.5 ns an element (0.73 ms at 32x8x28x28;
+    the mask itself 0.01 ms)."""
+    (flat_g, flat_x), shape, dtype, work = loop_operands(g, x)
+    if work.kind != "f":
+        return loop_result(np.where(flat_x <= threshold, work.type(0), flat_g), shape, dtype, out)
+    flat = loop_output(flat_g.size, work, out, (g, x))
+    jit_loops().threshold_backward(flat_g, flat_x, work.type(threshold), work.type(0), flat)
+    return loop_result(flat, shape, dtype, out)
 
 
 register(OpDef(
@@ -347,7 +351,7 @@ register(OpDef(
     lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None,
                                 None),
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
-    lambda x, at: f"({x[0]} if {x[1]} > {lit(at['threshold'])} else T(0.0))"))
+    lambda x, at: f"(T(0.0) if {x[1]} <= {lit(at['threshold'])} else {x[0]})"))
 
 
 # ---- copies and casts --------------------------------------------------------------------------

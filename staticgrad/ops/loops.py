@@ -1,4 +1,4 @@
-"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling.
+"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling, ReLU's backward.
 
 The op forwards call these (eager dispatch and replay alike), so eager and replay compute the
 same numbers. Each loop performs, per element, exactly the IEEE operations written in it: no
@@ -133,6 +133,18 @@ def gelu_tanh_backward(g, x, out, half, one, three_kappa, beta):
         v, w = x[i], out[i]
         slope = (v * half) * (one - w * w) * ((v * v * three_kappa + one) * beta)
         out[i] = g[i] * (slope + half * (one + w))
+
+
+# ---- ReLU's backward ----------------------------------------------------------------------------
+
+@_jit
+def threshold_backward(g, x, threshold, zero, out):
+    """out = zero where x <= threshold, else g (NaN in x lets g through, as in PyTorch)."""
+    for i in range(x.size):
+        if x[i] <= threshold:
+            out[i] = zero
+        else:
+            out[i] = g[i]
 
 
 # ---- 2-D max pooling over (planes, H, W) --------------------------------------------------------

@@ -10,7 +10,8 @@ A scalar expression is exact or absent: it must perform the IEEE operations the 
 performs, in the same order, so fused replay equals eager bit for bit; ops without one (tanh,
 exp, log: NumPy's SIMD loops differ from libm in the last bit and run ~20x faster) stay NumPy calls.
 
-A leaf: imports only NumPy (and its own submodules).
+A leaf: imports only NumPy (and its own submodules); ``loops``, the Numba loops of the ops
+NumPy has no fast loop for, loads Numba on the first call of such an op (see ``jit_loops()``).
 """
 
 from staticgrad.ops import conv, elementwise, factory, fused, linalg, loss, nn_ops, reductions, shape  # noqa: F401  (fill OPS)
@@ -22,11 +23,12 @@ from staticgrad.ops.registry import (
                                      Save,
                                      amend,
                                      as_array,
+                                     jit_loops,
                                      lit,
                                      register,
                                      shape_str,
                                      with_emit,
 )
 
-__all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "lit", "register", "shape_str",
-           "with_emit"]
+__all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "jit_loops", "lit", "register",
+           "shape_str", "with_emit"]

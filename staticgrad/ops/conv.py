@@ -4,7 +4,8 @@ Convolution is im2col (``sliding_window_view`` over the zero-padded input, copie
 and one matmul. conv2d is bilinear in (input, weight), and so are its input and weight gradients,
 so the three ops close under differentiation: each one's backward is written with the other two,
 and double backward needs nothing more. Max pooling records the flat argmax of each window; its
-gradient scatters back to those positions, and that scatter's gradient gathers from them.
+gradient scatters back to those positions, and that scatter's gradient gathers from them; both
+are Numba loops (staticgrad.ops.loops).
 
 Forward functions write ``out`` only in their last NumPy call, or earlier only when nothing read
 afterwards can share its memory (out is C-contiguous, as the arena's views are), so a planner may
@@ -13,12 +14,10 @@ hand them an ``out`` that aliases an input.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from staticgrad.ops.registry import OpDef, Save, register
+from staticgrad.ops.registry import OpDef, Save, jit_loops, register
 from staticgrad.ops.shape import _reshape_back
 
 
@@ -144,18 +143,21 @@ def _lowest(dtype):
 
 
 def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0)):
-    windows = _windows(x, kernel_size, stride, padding, fill=_lowest(x.dtype))
-    *lead, oh, ow, kh, kw = windows.shape
-    flat = windows.reshape(*lead, oh, ow, kh * kw)
-    pick = np.argmax(flat, axis=-1)[..., None]  # first maximum in row-major order, as PyTorch's scan
-    values = np.take_along_axis(flat, pick, axis=-1)[..., 0]
-    pick = pick[..., 0]
-    (sh, sw), (ph, pw) = stride, padding
-    # A window whose real values all equal the padding fill picks its first cell, which may be
-    # padding; clamping gives its first real cell, the index PyTorch reports.
-    rows = np.maximum(np.arange(oh).reshape(oh, 1) * sh - ph + pick // kw, 0)
-    cols = np.maximum(np.arange(ow) * sw - pw + pick % kw, 0)
-    return values, rows * x.shape[-1] + cols
+    """A Numba loop over the windows of each (H, W) plane, with PyTorch's scan and indices (see
+    loops.max_pool2d). float16 pools its exact float32 values, bool its bytes."""
+    *lead, height, width = x.shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    out_h, out_w = (height + 2 * ph - kh) // sh + 1, (width + 2 * pw - kw) // sw + 1
+    work = np.dtype(np.float32) if x.dtype == np.float16 else np.dtype(np.uint8) if x.dtype == np.bool_ else x.dtype
+    planes = np.ascontiguousarray(x, dtype=work).reshape(-1, height, width)
+    values = np.empty((planes.shape[0], out_h, out_w), work)
+    indices = np.empty((planes.shape[0], out_h, out_w), np.int64)
+    if (kh, kw, ph, pw) == (2, 2, 0, 0):
+        jit_loops().max_pool2d_2x2(planes, sh, sw, values, indices)
+    else:
+        jit_loops().max_pool2d(planes, kh, kw, sh, sw, ph, pw, work.type(_lowest(work)), values, indices)
+    values = values.reshape(*lead, out_h, out_w)
+    return values.astype(x.dtype, copy=False), indices.reshape(*lead, out_h, out_w)
 
 
 def _max_pool2d_backward_formula(F, g, s, at, need):
@@ -170,13 +172,21 @@ register(OpDef("max_pool2d", _max_pool2d, "other", "MaxPool2DWithIndicesBackward
 
 
 def _max_pool2d_backward(g, indices, out=None, input_size=(1, 1)):
-    """Each output's gradient added at its argmax (overlapping windows may share one)."""
+    """Each output's gradient added at its argmax (overlapping windows may share one), in output
+    order and in g's precision, as PyTorch: a Numba loop (float16 adds in float32)."""
     lead = g.shape[:-2]
-    planes, plane = math.prod(lead), input_size[0] * input_size[1]
-    offsets = np.arange(planes).reshape(*lead, 1, 1) * plane
-    sums = np.bincount((indices + offsets).ravel(), weights=g.ravel(), minlength=planes * plane)
-    grad = sums.reshape(*lead, *input_size)
-    return grad.astype(g.dtype, copy=False) if out is None else _write(grad, out)
+    plane = input_size[0] * input_size[1]
+    work = np.dtype(np.float32) if g.dtype == np.float16 else g.dtype
+    flat_g = np.ascontiguousarray(g, dtype=work).reshape(-1, g.shape[-2] * g.shape[-1])
+    flat_indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(flat_g.shape)
+    direct = (out is not None and out.dtype == work and out.flags.c_contiguous
+              and not np.may_share_memory(out, g) and not np.may_share_memory(out, indices))
+    grad = out.reshape(-1, plane) if direct else np.empty((flat_g.shape[0], plane), work)
+    if jit_loops().max_pool2d_backward(flat_g, flat_indices, grad):
+        raise IndexError("max_pool2d_backward: an index lies outside its input plane")
+    if direct:
+        return out
+    return _write(grad.reshape(*lead, *input_size).astype(g.dtype, copy=False), out)
 
 
 def _max_pool2d_backward_backward(F, gg, s, at, need):

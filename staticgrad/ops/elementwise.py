@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, amend, as_array, lit, register, with_emit
+from staticgrad.ops.registry import OpDef, Save, amend, as_array, jit_loops, lit, register, with_emit
+
+_FLOAT16 = np.dtype(np.float16)
+_FLOAT32 = np.dtype(np.float32)
 
 
 def broadcast_error(shapes, attrs, exc):
@@ -31,6 +34,47 @@ def broadcast_error(shapes, attrs, exc):
         full = list(np.broadcast_shapes(*shapes))
         return RuntimeError(f"output with shape {out_shape} doesn't match the broadcast shape {full}")
     return None
+
+
+# ---- calling a Numba loop (staticgrad.ops.loops) on an elementwise op's operands -------------------
+
+def loop_operands(*arrays):
+    """(flat operands, shape, result dtype, work dtype) for an elementwise Numba loop: the arrays
+    broadcast to one shape and cast to their common dtype, C-contiguous and flat. float16 works
+    in float32 and is rounded once at the end, as PyTorch computes half precision on CPU."""
+    first = arrays[0]
+    if all(a.dtype == first.dtype for a in arrays):
+        dtype = first.dtype
+    else:
+        dtype = np.result_type(*arrays)
+    if all(a.shape == first.shape for a in arrays):
+        shape = first.shape
+    else:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        arrays = [np.broadcast_to(a, shape) for a in arrays]
+    work = _FLOAT32 if dtype == _FLOAT16 else dtype
+    flats = [np.ascontiguousarray(a, dtype=work).reshape(-1) for a in arrays]
+    return flats, shape, dtype, work
+
+
+def loop_output(size: int, work, out, inputs):
+    """The flat array a loop writes: ``out``'s memory when it can take the work dtype directly and
+    shares no memory with an input (the loops may also use it as scratch), else a new array."""
+    if (out is not None and out.dtype == work and out.flags.c_contiguous
+            and not any(np.may_share_memory(out, a) for a in inputs)):
+        return out.reshape(-1)
+    return np.empty(size, work)
+
+
+def loop_result(flat, shape, dtype, out):
+    """The op's result from the loop's flat output: ``out`` (filled, if the loop wrote elsewhere)
+    or a new array of the result dtype."""
+    if out is None:
+        result = flat.reshape(shape)
+        return result if result.dtype == dtype else result.astype(dtype)
+    if not np.may_share_memory(flat, out):
+        np.copyto(out, flat.reshape(shape), casting="unsafe")
+    return out
 
 
 def _binary(name, forward, node_name, backward, saves=(), expr=None, dtype_rule="promote"):
@@ -291,11 +335,15 @@ register(OpDef(
 
 
 def _threshold_backward(g, x, out=None, threshold=0):
-    result = np.where(x > threshold, g, np.zeros((), g.dtype))
-    if out is None:
-        return result
-    np.copyto(out, result)
-    return out
+    """0 where x <= threshold, else g (so NaN in x lets g through, as in PyTorch), in one pass of a
+    Numba loop: np.where's three-operand loop costs ~3.5 ns an element (0.73 ms at 32x8x28x28;
+    the mask itself 0.01 ms)."""
+    (flat_g, flat_x), shape, dtype, work = loop_operands(g, x)
+    if work.kind != "f":
+        return loop_result(np.where(flat_x <= threshold, work.type(0), flat_g), shape, dtype, out)
+    flat = loop_output(flat_g.size, work, out, (g, x))
+    jit_loops().threshold_backward(flat_g, flat_x, work.type(threshold), work.type(0), flat)
+    return loop_result(flat, shape, dtype, out)
 
 
 register(OpDef(
@@ -303,7 +351,7 @@ register(OpDef(
     lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None,
                                 None),
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
-    lambda x, at: f"({x[0]} if {x[1]} > {lit(at['threshold'])} else T(0.0))"))
+    lambda x, at: f"(T(0.0) if {x[1]} <= {lit(at['threshold'])} else {x[0]})"))
 
 
 # ---- copies and casts --------------------------------------------------------------------------

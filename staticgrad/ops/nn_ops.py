@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from staticgrad.ops.elementwise import broadcast_error
-from staticgrad.ops.registry import OpDef, Save, as_array, lit, register
+from staticgrad.ops.elementwise import broadcast_error, loop_operands, loop_output, loop_result
+from staticgrad.ops.registry import OpDef, Save, jit_loops, lit, register
 
 
 def _into(result, out):
@@ -26,45 +26,34 @@ TANH_BETA = math.sqrt(2.0 / math.pi)            # PyTorch's kBeta
 TANH_KAPPA = 0.044715
 
 
-def _erf(a):
-    """erf elementwise. NumPy has none: math.erf per element (libm accuracy, ~100 ns each)."""
-    values = np.fromiter(map(math.erf, a.ravel().tolist()), dtype=np.float64, count=a.size)
-    return values.reshape(a.shape).astype(a.dtype, copy=False)
-
-
-def _tanh_inner(x):
-    """tanh(sqrt(2/pi) * (x + 0.044715 x^3)), in PyTorch's order of operations."""
-    inner = as_array(x * x * x)
-    inner *= TANH_KAPPA
-    inner += x
-    inner *= TANH_BETA
-    return np.tanh(inner, out=inner)
-
-
 def _gelu(x, out=None, approximate="none"):
+    """One Numba pass (erf: a vectorised fit in float32, libm's erf in float64), or around
+    NumPy's tanh: x * 0.5 * (1 + erf(x / sqrt 2)), x * 0.5 * (1 + tanh(beta (x + kappa x^3)))."""
+    (flat_x,), shape, dtype, work = loop_operands(x)
+    flat, T, loops = loop_output(flat_x.size, work, out, (x,)), work.type, jit_loops()
     if approximate == "tanh":
-        right = _tanh_inner(x)
+        loops.tanh_gelu_inner(flat_x, flat, T(TANH_KAPPA), T(TANH_BETA))
+        np.tanh(flat, out=flat)
+        loops.gelu_tanh(flat_x, flat, T(0.5), T(1))
     else:
-        right = _erf(x * SQRT1_2)
-    right += 1
-    return np.multiply(x * 0.5, right, out=out)
+        loops.gelu_erf(flat_x, flat, T(SQRT1_2), T(0.5), T(1))
+    return loop_result(flat, shape, dtype, out)
 
 
 def _gelu_bw(g, x, out=None, approximate="none"):
+    """g times gelu's derivative, in PyTorch's formulas: one Numba pass after NumPy's tanh (or exp
+    of -x^2/2, for the normal density in the exact form)."""
+    (flat_g, flat_x), shape, dtype, work = loop_operands(g, x)
+    flat, T, loops = loop_output(flat_x.size, work, out, (g, x)), work.type, jit_loops()
     if approximate == "tanh":
-        t = _tanh_inner(x)
-        inner_derivative = x * x
-        inner_derivative *= 3 * TANH_KAPPA
-        inner_derivative += 1
-        inner_derivative *= TANH_BETA
-        slope = (x * 0.5) * (1 - t * t) * inner_derivative   # the tanh factor's derivative term
-        slope += 0.5 * (1 + t)
+        loops.tanh_gelu_inner(flat_x, flat, T(TANH_KAPPA), T(TANH_BETA))
+        np.tanh(flat, out=flat)
+        loops.gelu_tanh_backward(flat_g, flat_x, flat, T(0.5), T(1), T(3 * TANH_KAPPA), T(TANH_BETA))
     else:
-        slope = _erf(x * SQRT1_2)
-        slope += 1
-        slope *= 0.5
-        slope += x * (np.exp(x * x * -0.5) * PDF_SCALE)
-    return np.multiply(g, slope, out=out)
+        loops.minus_half_square(flat_x, flat, T(-0.5))
+        np.exp(flat, out=flat)
+        loops.gelu_erf_backward(flat_g, flat_x, flat, T(SQRT1_2), T(0.5), T(1), T(PDF_SCALE))
+    return loop_result(flat, shape, dtype, out)
 
 
 def _gelu_second_derivative(F, x, approximate):

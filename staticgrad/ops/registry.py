@@ -136,6 +136,21 @@ def as_array(value):
     return value if type(value) is np.ndarray else np.asarray(value)
 
 
+_LOOPS = None
+
+
+def jit_loops():
+    """The module ``staticgrad.ops.loops``, the Numba loops of the ops NumPy has no fast loop for,
+    imported on first use: loading Numba takes about half a second, which ``import staticgrad``
+    should not pay."""
+    global _LOOPS
+    if _LOOPS is None:
+        from staticgrad.ops import loops  # here, not at the top: it loads Numba
+
+        _LOOPS = loops
+    return _LOOPS
+
+
 def shape_str(shape) -> str:
     return "x".join(str(d) for d in shape)
 

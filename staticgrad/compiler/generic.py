@@ -230,9 +230,7 @@ def _fill_attrs(attrs: tuple, positions: tuple, dims: tuple) -> tuple:
 class _Template:
     """A symbolic graph, prepared to be filled in with a concrete graph's dims."""
 
-    def __init__(self, graph: Graph, source: Graph, roles_marker: dict):
-        if graph.roles is not roles_marker:
-            raise _Unsupported("a pass changed the roles")
+    def __init__(self, graph: Graph, source: Graph):
         for field in (graph.inputs, graph.captured, graph.results, graph.writebacks, graph.reuse, graph.n_scalars):
             if _hides_dims(field):
                 raise _Unsupported("a symbolic dim outside values and op attributes")
@@ -269,8 +267,7 @@ class _Template:
         g = self.graph
         return Graph(values=values, ops=ops, inputs=list(g.inputs), captured=list(g.captured),
                      constants={k: concrete.constants[k] for k in g.constants}, n_scalars=g.n_scalars,
-                     results=list(g.results), writebacks=list(g.writebacks), roles=concrete.roles,
-                     reuse=dict(g.reuse))
+                     results=list(g.results), writebacks=list(g.writebacks), reuse=dict(g.reuse))
 
 
 class _Entry:
@@ -278,7 +275,7 @@ class _Entry:
         self.final, self.report, self.before_lowering = final, report, before_lowering
 
 
-def symbolic_copy(graph: Graph, dims: tuple, roles_marker: dict) -> Graph:
+def symbolic_copy(graph: Graph, dims: tuple) -> Graph:
     symbol = {d: _dim(n) for n, d in enumerate(dims)}
     memo: dict = {}
     values = {}
@@ -290,8 +287,7 @@ def symbolic_copy(graph: Graph, dims: tuple, roles_marker: dict) -> Graph:
         values[vid] = Value(v.id, new, v.dtype, v.kind, v.phase)
     return Graph(values=values, ops=list(graph.ops), inputs=list(graph.inputs), captured=list(graph.captured),
                  constants=dict.fromkeys(graph.constants, _HIDDEN), n_scalars=graph.n_scalars,
-                 results=list(graph.results), writebacks=list(graph.writebacks), roles=roles_marker,
-                 reuse=dict(graph.reuse))
+                 results=list(graph.results), writebacks=list(graph.writebacks), reuse=dict(graph.reuse))
 
 
 class PassCache:
@@ -336,12 +332,11 @@ class PassCache:
         return result
 
     def _symbolic_run(self, graph: Graph, dims: tuple, passes: list, run_concrete):
-        roles_marker: dict = {}
-        symbolic = symbolic_copy(graph, dims, roles_marker)
+        symbolic = symbolic_copy(graph, dims)
         try:
             final, report, before = run_concrete(symbolic, passes)
-            entry = _Entry(_Template(final, symbolic, roles_marker), report,
-                           _Template(before, symbolic, roles_marker) if before is not None else None)
+            entry = _Entry(_Template(final, symbolic), report,
+                           _Template(before, symbolic) if before is not None else None)
         except (SymbolicDims, _Unsupported, Exception):
             return False    # this structure compiles concretely, every time
         self.symbolic_runs += 1
@@ -364,7 +359,7 @@ def _check_same_graph(label: str, a: Graph, b: Graph) -> None:
         problems.append("values")
     if a.ops != b.ops:
         problems.append("ops")
-    for name in ("inputs", "captured", "n_scalars", "results", "writebacks", "roles", "reuse"):
+    for name in ("inputs", "captured", "n_scalars", "results", "writebacks", "reuse"):
         if getattr(a, name) != getattr(b, name):
             problems.append(name)
     if list(a.constants) != list(b.constants) or any(a.constants[k] is not b.constants[k] for k in a.constants):

@@ -127,7 +127,6 @@ class Graph:
     n_scalars: int = 0
     results: list = field(default_factory=list)
     writebacks: list = field(default_factory=list)  # (value id, captured value id)
-    roles: dict = field(default_factory=dict)       # external value -> "parameter", "optimizer state"...
     reuse: dict = field(default_factory=dict)       # op output -> input whose buffer it is written into
 
     def producers(self) -> dict:

@@ -43,7 +43,7 @@ def buffers(plan) -> list:
     rows = []
     for vid in list(graph.inputs) + list(graph.captured):
         value = graph.values[vid]
-        role = graph.roles.get(vid, "input" if vid in graph.inputs else "captured")
+        role = plan.roles.get(vid, "input" if vid in graph.inputs else "captured")
         reads = users.get(vid, [])
         rows.append(BufferInfo(f"%{vid}", value.shape, value.dtype, value.nbytes, role, "-",
                                min(reads) if reads else None, _last(written.get(vid), producer, reads),
@@ -54,7 +54,7 @@ def buffers(plan) -> list:
         index, op = producer[vid]
         placement = "arena" if offsets.get(vid) is not None else "fresh per call"
         rows.append(BufferInfo(f"%{vid}", value.shape, value.dtype, value.nbytes,
-                               _kind(vid, span, graph, users, roots, written), f"{index}:{_op_name(op)}",
+                               _kind(vid, span, graph, plan.roles, users, roots, written), f"{index}:{_op_name(op)}",
                                span.first, span.last, offsets.get(vid), placement))
     return rows
 
@@ -69,13 +69,13 @@ def _op_name(op) -> str:
     return op.op if op.op != "fused" else "fused(" + "+".join(fused_members(op)) + ")"
 
 
-def _kind(vid, span, graph, users, roots, written) -> str:
+def _kind(vid, span, graph, roles, users, roots, written) -> str:
     value = graph.values[vid]
     if value.phase == "backward":
         return "gradient"
     if value.phase == "optimizer":
         target = {source: target for target, source in written.items()}.get(vid)
-        role = graph.roles.get(target)
+        role = roles.get(target)
         return role if role in ("parameter", "optimizer state") else "temporary"
     readers = [graph.values[v].phase for i in _alias_users(vid, graph, users, roots)
                for v in graph.ops[i].outputs]

@@ -186,12 +186,12 @@ class CompiledFunction:
         record = finish(tracer, flat_out, eager_peak_bytes=peak)
         if record.failure is not None:
             return Plan(record, key)
-        record.graph.roles = _captured_roles(record)
         graph, report, unfused = run_pipeline(record.graph, cache=self._passes)
         program = plan_program(graph)
         plan = Plan(record, key, graph=graph, unfused_graph=unfused, program=program,
                     compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,
-                    global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch)
+                    global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch,
+                    roles=_captured_roles(record))
         if record.escapes:
             entries = self._cache.get(key)
             escaped_before = bool(entries) and entries[0].escaped

@@ -31,7 +31,7 @@ class Plan:
     something a replay cannot repeat (``failure``), the record of why, with nothing to replay."""
 
     def __init__(self, record, key, *, graph=None, unfused_graph=None, program=None, compiled_replay=None,
-                 tree=None, keep=(), global_guards=(), pass_report=(), epoch=0):
+                 tree=None, keep=(), global_guards=(), pass_report=(), epoch=0, roles=None):
         self.record = record
         self.signature = key
         self.graph = graph
@@ -39,6 +39,7 @@ class Plan:
         self.program = program
         self.compiled_replay = compiled_replay
         self.pass_report = pass_report
+        self.roles = roles or {}   # external value -> "parameter", "optimizer state"... (for inspection)
         self.failure = record.failure
         self.replayable = record.failure is None
         self.escaped = False

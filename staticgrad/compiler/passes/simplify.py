@@ -15,6 +15,24 @@ from dataclasses import replace
 from staticgrad.compiler.ir import Graph
 
 
+def _double_t(op, inner):
+    """t(t(x)) -> x."""
+    return inner.inputs[0] if op.op == "t" and inner.op == "t" else None
+
+
+def _double_transpose(op, inner):
+    """transpose(transpose(x, a, b), a, b) -> x (either order of a and b)."""
+    if op.op != "transpose" or inner.op != "transpose":
+        return None
+    dims, inner_dims = op.attr_dict, inner.attr_dict
+    return inner.inputs[0] if {inner_dims["dim0"], inner_dims["dim1"]} == {dims["dim0"], dims["dim1"]} else None
+
+
+# Each rule looks at an op and the op producing its first input; it names the value the op's
+# output equals, or None.
+RULES = (_double_t, _double_transpose)
+
+
 def simplify(graph: Graph) -> tuple:
     producer = {}
     rename = {}
@@ -25,13 +43,9 @@ def simplify(graph: Graph) -> tuple:
         if inputs != op.inputs:
             op = replace(op, inputs=inputs)
         inner = producer.get(op.inputs[0]) if op.inputs else None
-        if op.op == "t" and inner is not None and inner.op == "t":
-            rename[op.outputs[0]] = inner.inputs[0]
-            changed = True
-            continue
-        if (op.op == "transpose" and inner is not None and inner.op == "transpose"
-                and {inner.attr_dict["dim0"], inner.attr_dict["dim1"]} == {op.attr_dict["dim0"], op.attr_dict["dim1"]}):
-            rename[op.outputs[0]] = inner.inputs[0]
+        same = next((v for rule in RULES if (v := rule(op, inner)) is not None), None) if inner is not None else None
+        if same is not None:
+            rename[op.outputs[0]] = same
             changed = True
             continue
         ops.append(op)

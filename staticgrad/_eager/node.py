@@ -290,3 +290,19 @@ class ReleasedNode(Node):
         if name.startswith("_saved_"):
             raise RuntimeError(BACKWARD_TWICE)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+
+def walk(starts):
+    """Every node reachable from ``starts`` once, depth first with each node's inputs in order
+    (the order a printed tree reads); nodes of several starts are shared, not repeated."""
+    seen = set()
+    for start in starts:
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            yield node
+            stack.extend(n for n, _ in reversed(node.next_functions) if n is not None and n not in seen)
+

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulator
+from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulator, walk
 from staticgrad._eager.tensor import Tensor
 from staticgrad.inspect.draw import draw, tree_lines
 
@@ -187,16 +187,8 @@ def _walk(tensors):
             starts.append(t.grad_fn)
         elif t.requires_grad:
             starts.append(grad_accumulator(t))
-    order, seen = [], {}
-    for start in starts:
-        stack = [start]
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen[node] = len(order)
-            order.append(node)
-            stack.extend(n for n, _ in reversed(node.next_functions) if n is not None and n not in seen)
+    order = list(walk(starts))
+    seen = {node: k for k, node in enumerate(order)}
     return order, [seen[s] for s in starts]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numpy.lib.array_utils import byte_bounds
 
-from staticgrad._eager.node import AccumulateGrad, SavedTensor
+from staticgrad._eager.node import AccumulateGrad, SavedTensor, walk
 from staticgrad._eager.tensor import Tensor
 from staticgrad.record.trace_record import TraceRecord
 from staticgrad.record.tracer import Tracer
@@ -117,38 +117,19 @@ def _output_info(tracer: Tracer, t: Tensor):
 
 
 def _graph_is_live(fn) -> bool:
-    stack, seen = [fn], set()
-    while stack:
-        node = stack.pop()
-        if node in seen or node is None:
-            continue
-        seen.add(node)
-        if type(node) is AccumulateGrad:
-            continue
-        if not node._released:
-            return True
-        stack.extend(n for n, _ in node.next_functions)
-    return False
+    return any(type(node) is not AccumulateGrad and not node._released for node in walk([fn]))
 
 
 def _graph_tensors(flat_outputs) -> set:
     """Ids of tensors that outputs' (released) graphs still reference."""
-    ids, stack, seen = set(), [], set()
-    for obj in flat_outputs:
-        if isinstance(obj, Tensor) and obj.grad_fn is not None:
-            stack.append(obj.grad_fn)
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
+    ids = set()
+    for node in walk([obj.grad_fn for obj in flat_outputs if isinstance(obj, Tensor) and obj.grad_fn is not None]):
         if type(node) is AccumulateGrad:
             ids.add(id(node.variable))
             continue
         for value in (node._saved or {}).values():
             if type(value) is SavedTensor and value.tensor is not None:
                 ids.add(id(value.tensor))
-        stack.extend(n for n, _ in node.next_functions)
     return ids
 
 

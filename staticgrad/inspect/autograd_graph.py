@@ -211,13 +211,14 @@ def _storage_facts(live):
     or array through which the graph reaches it. Known references (the graph's slots and leaf
     variables, ``Tensor._data``/``_base``, ``ndarray.base``) are counted and compared with
     ``sys.getrefcount``: any surplus is a reference from outside."""
-    objects, incoming, holders, chain, rows = _collect(live)
-    counts = _refcounts(objects)
-    storage_bytes = {i: int(o.nbytes) for i, o in enumerate(objects) if chain[i] is None}
-    shared = _propagate([c - _BIAS - n > 0 for c, n in zip(counts, incoming)], holders)
-    del objects
+    reach = _collect(live)
+    counts = _refcounts(reach.objects)
+    chain = reach.chain
+    storage_bytes = {i: int(o.nbytes) for i, o in enumerate(reach.objects) if chain[i] is None}
+    shared = _propagate([c - _BIAS - n > 0 for c, n in zip(counts, reach.incoming)], reach.holders)
+    reach.objects = None  # the counted references go before the snapshot is returned
     slots = []
-    for node_rows in rows:
+    for node_rows in reach.rows:
         buffers = []
         for name, kind, freed, info in node_rows:
             if kind == "scalar":
@@ -235,6 +236,19 @@ def _storage_facts(live):
                                            storage_nbytes=storage_bytes[root]))
         slots.append(buffers)
     return slots, storage_bytes
+
+
+@dataclass
+class _Reach:
+    """What the graph's held slots reach: the objects, how many known references point at each,
+    who holds each (-1: the graph), each one's next link towards its storage (None at the storage),
+    and per node the rows of its saved slots."""
+
+    objects: list | None
+    incoming: list
+    holders: list
+    chain: list
+    rows: list
 
 
 def _collect(live):
@@ -284,7 +298,7 @@ def _collect(live):
                 chain[i] = add(obj._data, i)
                 if obj._base is not None:
                     add(obj._base, i)
-    return objects, incoming, holders, chain, rows
+    return _Reach(objects, incoming, holders, chain, rows)
 
 
 def _refcounts(objects: list) -> list:

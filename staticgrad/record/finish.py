@@ -15,7 +15,22 @@ from staticgrad.record.trace_record import TraceRecord
 from staticgrad.record.tracer import Tracer
 
 
+class _Results:
+    """The values a replay hands back, numbered in the order they are first asked for."""
+
+    def __init__(self):
+        self.values, self._index = [], {}
+
+    def of(self, vid: int) -> int:
+        if vid not in self._index:
+            self._index[vid] = len(self.values)
+            self.values.append(vid)
+        return self._index[vid]
+
+
 def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = None) -> TraceRecord:
+    """Turn a finished trace into its record: what the call returned, which ``.grad`` slots it left
+    and with what, which outside tensors it wrote, and the tape as a graph."""
     record = TraceRecord(graph=None, input_count=len(tracer.input_ids), captured=tracer.captured,
                          scalar_getters=tracer.scalar_getters, state_guards=tracer.guards,
                          input_guards=tracer.input_guards, outputs=[], grad_slots=[], version_bumps=[],
@@ -23,14 +38,21 @@ def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = No
                          eager_peak_bytes=eager_peak_bytes)
     if tracer.failure is not None:
         return record
-    results, result_index = [], {}
+    results = _Results()
+    output_positions = _record_outputs(tracer, flat_outputs, record, results)
+    if tracer.failure is not None:
+        record.failure = tracer.failure
+        return record
+    slot_finals = _record_grad_slots(tracer, output_positions, record, results)
+    writebacks = _record_writes(tracer, record)
+    record.escapes = _escapes(tracer, flat_outputs, slot_finals)
+    record.failure = tracer.failure
+    record.graph = tracer.tape.finish(results.values, writebacks)
+    return record
 
-    def result_of(vid: int) -> int:
-        if vid not in result_index:
-            result_index[vid] = len(results)
-            results.append(vid)
-        return result_index[vid]
 
+def _record_outputs(tracer: Tracer, flat_outputs: list, record: TraceRecord, results: _Results) -> dict:
+    """How a replay rebuilds each returned leaf; returns {id(tensor): position} of returned tensors."""
     created = tracer.created_ids
     output_positions = {}
     for position, obj in enumerate(flat_outputs):
@@ -48,11 +70,15 @@ def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = No
             record.outputs.append(("object", obj))
         else:
             vid = tracer.read(obj)
-            record.outputs.append(("value", result_of(vid), _output_info(tracer, obj)))
+            record.outputs.append(("value", results.of(vid), _output_info(tracer, obj)))
         if tracer.failure is not None:
-            record.failure = tracer.failure
-            return record
+            break
+    return output_positions
 
+
+def _record_grad_slots(tracer: Tracer, output_positions: dict, record: TraceRecord, results: _Results) -> set:
+    """What each ``.grad`` the call touched holds at its end; returns the ids of those gradients."""
+    created = tracer.created_ids
     slot_finals = set()
     for key, ref in tracer.grad_slots.items():
         t = ref()
@@ -74,12 +100,16 @@ def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = No
         elif id(final) in tracer.input_ids:
             record.grad_slots.append((owner, ("input", tracer.input_ids[id(final)])))
         elif id(final) in created:
-            record.grad_slots.append((owner, ("value", result_of(tracer.read(final)))))
+            record.grad_slots.append((owner, ("value", results.of(tracer.read(final)))))
         elif _is_own_captured_grad(tracer, final, t):
             continue
         else:
             record.grad_slots.append((owner, ("object", final)))
+    return slot_finals
 
+
+def _record_writes(tracer: Tracer, record: TraceRecord) -> list:
+    """Writebacks into outside storage, and the version bumps a replay repeats for them."""
     writebacks = []
     for storage, where in tracer.external.items():
         count = tracer.storage_writes.get(storage, 0)
@@ -91,11 +121,8 @@ def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = No
         else:
             record.version_bumps.append((where[2], count))
     _check_shared_memory(tracer, writebacks)
+    return writebacks
 
-    record.escapes = _escapes(tracer, flat_outputs, slot_finals)
-    record.failure = tracer.failure
-    record.graph = tracer.tape.finish(results, writebacks)
-    return record
 
 
 def _is_own_captured_grad(tracer: Tracer, grad: Tensor, owner: Tensor) -> bool:

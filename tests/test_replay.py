@@ -216,13 +216,6 @@ def test_function_of_inputs_without_parameters():
         np.testing.assert_allclose(f(a, b).numpy(), ((a @ b).tanh() * 2 + 1).numpy(), rtol=1e-6)
 
 
-def test_returning_a_live_graph_is_refused():
-    model = mlp()
-    forward = sg.compile(lambda x: model(x))
-    with pytest.raises(TraceError, match="graph is still live"):
-        forward(sg.randn(2, 8))
-
-
 def test_tensor_kept_in_outside_state_is_refused():
     model = mlp()
     opt = sg.optim.SGD(model.parameters(), lr=0.01)

@@ -59,6 +59,15 @@ class SavedTensor:
             self.array = None
             self.output_nr = 0
 
+    @classmethod
+    def of_array(cls, array) -> SavedTensor:
+        """A saved array no tensor holds (a compiled function's saved forward value): no one can
+        change it in place, so its version never moves."""
+        saved = cls.__new__(cls)
+        saved.version_counter, saved.version, saved.trace_value = [0], 0, None
+        saved.tensor, saved.array, saved.output_nr = None, array, 0
+        return saved
+
     @property
     def nbytes(self) -> int:
         array = self.array if self.tensor is None else self.tensor._data
@@ -72,7 +81,7 @@ class SavedTensor:
         current = self.version_counter[0]
         if current != self.version:
             data = self.data
-            output_of = (self.output_nr, node.name()) if self.tensor is None else None
+            output_of = (self.output_nr, node.name()) if self.tensor is None and self.output_nr is not None else None
             raise RuntimeError(modified_inplace_message(_type_name(data.dtype), data.shape, current, self.version,
                                                         output_of))
         if self.tensor is not None:

@@ -29,6 +29,7 @@ from staticgrad.compiler.generic import PassCache
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
+from staticgrad.record.backward import Unsupported, compile_backward, record_backward
 from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.record.plan import Plan
@@ -160,17 +161,21 @@ class CompiledFunction:
             tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)
+            flat_out, tree = flatten_outputs(out)
+            backward = (record_backward(tracer, flat, flat_out)
+                        if GradMode.enabled and tracer.failure is None else None)
         finally:
             Tracing.tracer = previous
             peak = tracemalloc.get_traced_memory()[1] if measuring else None
             if measuring:
                 tracemalloc.stop()
-        flat_out, tree = flatten_outputs(out)
         with self._lock:
-            return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats)
+            return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats,
+                                  backward, len(flat))
 
-    def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats=False):
-        plan = self._make_plan(tracer, key, keep, flat_out, tree, peak, epoch)
+    def _add_plan(self, tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats=False, backward=None,
+                  n_inputs=0):
+        plan = self._make_plan(tracer, key, keep, flat_out, tree, peak, epoch, backward, n_inputs)
         self._cache.setdefault(key, []).insert(0, plan)
         self.stats.traces += 1
         self.stats.compile_seconds += time.perf_counter() - started
@@ -180,18 +185,27 @@ class CompiledFunction:
             self._share_over_float_values(key, plan)
         return out
 
-    def _make_plan(self, tracer, key, keep, flat_out, tree, peak, epoch) -> Plan:
+    def _make_plan(self, tracer, key, keep, flat_out, tree, peak, epoch, backward=None, n_inputs=0) -> Plan:
         """The plan of one trace; a failed one (kept, so that its signature runs eagerly) when the
         call cannot be replayed."""
-        record = finish(tracer, flat_out, eager_peak_bytes=peak)
+        differentiable = {id(flat_out[i]) for i in backward.outputs} if backward is not None else set()
+        record = finish(tracer, flat_out, eager_peak_bytes=peak, differentiable=differentiable)
         if record.failure is not None:
             return Plan(record, key)
-        graph, report, unfused = run_pipeline(record.graph, cache=self._passes)
+        compiled_backward = None
+        forward_graph = record.graph
+        if backward is not None:
+            try:
+                forward_graph, compiled_backward = compile_backward(record.graph, backward, n_inputs, record.captured)
+            except Unsupported as error:
+                record.failure = f"its outputs' backward cannot be compiled: {error}"
+                return Plan(record, key)
+        graph, report, unfused = run_pipeline(forward_graph, cache=self._passes if backward is None else None)
         program = plan_program(graph)
         plan = Plan(record, key, graph=graph, unfused_graph=unfused, program=program,
                     compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,
                     global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch,
-                    roles=_captured_roles(record))
+                    roles=_captured_roles(record), backward=compiled_backward)
         if record.escapes:
             entries = self._cache.get(key)
             escaped_before = bool(entries) and entries[0].escaped

@@ -28,7 +28,8 @@ class _Results:
         return self._index[vid]
 
 
-def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = None) -> TraceRecord:
+def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = None,
+           differentiable: set = frozenset()) -> TraceRecord:
     """Turn a finished trace into its record: what the call returned, which ``.grad`` slots it left
     and with what, which outside tensors it wrote, and the tape as a graph."""
     record = TraceRecord(graph=None, input_count=len(tracer.input_ids), captured=tracer.captured,
@@ -39,7 +40,7 @@ def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = No
     if tracer.failure is not None:
         return record
     results = _Results()
-    output_positions = _record_outputs(tracer, flat_outputs, record, results)
+    output_positions = _record_outputs(tracer, flat_outputs, record, results, differentiable)
     if tracer.failure is not None:
         record.failure = tracer.failure
         return record
@@ -51,7 +52,8 @@ def finish(tracer: Tracer, flat_outputs: list, eager_peak_bytes: int | None = No
     return record
 
 
-def _record_outputs(tracer: Tracer, flat_outputs: list, record: TraceRecord, results: _Results) -> dict:
+def _record_outputs(tracer: Tracer, flat_outputs: list, record: TraceRecord, results: _Results,
+                    differentiable: set) -> dict:
     """How a replay rebuilds each returned leaf; returns {id(tensor): position} of returned tensors."""
     created = tracer.created_ids
     output_positions = {}
@@ -70,7 +72,8 @@ def _record_outputs(tracer: Tracer, flat_outputs: list, record: TraceRecord, res
             record.outputs.append(("object", obj))
         else:
             vid = tracer.read(obj)
-            record.outputs.append(("value", results.of(vid), _output_info(tracer, obj)))
+            info = (True, None) if key in differentiable else _output_info(tracer, obj)
+            record.outputs.append(("value", results.of(vid), info))
         if tracer.failure is not None:
             break
     return output_positions

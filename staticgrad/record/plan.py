@@ -31,7 +31,7 @@ class Plan:
     something a replay cannot repeat (``failure``), the record of why, with nothing to replay."""
 
     def __init__(self, record, key, *, graph=None, unfused_graph=None, program=None, compiled_replay=None,
-                 tree=None, keep=(), global_guards=(), pass_report=(), epoch=0, roles=None):
+                 tree=None, keep=(), global_guards=(), pass_report=(), epoch=0, roles=None, backward=None):
         self.record = record
         self.signature = key
         self.graph = graph
@@ -40,6 +40,7 @@ class Plan:
         self.compiled_replay = compiled_replay
         self.pass_report = pass_report
         self.roles = roles or {}   # external value -> "parameter", "optimizer state"... (for inspection)
+        self.backward = backward   # record.backward.CompiledBackward when the outputs keep a graph
         self.failure = record.failure
         self.replayable = record.failure is None
         self.escaped = False
@@ -165,8 +166,8 @@ class Plan:
     def replay(self, flat: list):
         record = self.record
         recycled = self._recyclable_grads() if self._fresh_grads else None
-        results = self.compiled_replay.run([t._data for t in flat], self._bind_captured(flat),
-                                    [g() for g in self._scalar_getters], recycled)
+        scalars = [g() for g in self._scalar_getters]
+        results = self.compiled_replay.run([t._data for t in flat], self._bind_captured(flat), scalars, recycled)
         for counter, count in self._bumps:
             counter[0] += count
         for index, count in self._input_bumps:
@@ -202,6 +203,8 @@ class Plan:
             if kind == "captured" and (new is None) != (target._grad is None):
                 bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
             target._grad = new
+        if self.backward is not None:
+            self.backward.attach(leaves, results, flat, scalars)
         return _rebuild(self._tree, leaves)
 
     # ---- inspection -------------------------------------------------------------------------

@@ -1,0 +1,237 @@
+"""A compiled function whose outputs keep their autograd graph (a compiled model): its replay
+returns outputs attached to one ``CompiledFunctionBackward`` node per call, whose backward runs a
+recorded, planned backward program.
+
+At trace time, after the function returned outputs with a live graph, the tracer records their
+backward: ``autograd.grad`` of those outputs with respect to every argument and captured tensor
+that requires grad, with placeholder incoming gradients that become inputs of the recording (the
+graph is retained, so the traced call's own outputs backward eagerly as usual). The recording is
+then split by phase: the forward program computes the outputs and every forward value the
+backward reads (saved per call, in arrays of its own); the backward program takes those, the
+arguments and captured tensors it reads (held with their version counters, as eager saves them)
+and the incoming gradients, and gives one gradient per argument or captured tensor. Gradients leave
+the node into the ordinary engine: leaves accumulate through AccumulateGrad (hooks run) and an
+argument computed by eager code passes its gradient on into the eager graph before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from dataclasses import replace as _replace
+
+import numpy as np
+
+from staticgrad._eager import engine
+from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor, grad_accumulator, walk
+from staticgrad._eager.tensor import Tensor
+from staticgrad.compiler.codegen import generate
+from staticgrad.compiler.ir import Graph
+from staticgrad.compiler.passes import run_pipeline
+from staticgrad.compiler.planner import plan_program
+from staticgrad.ops.registry import OpDef, Save
+from staticgrad.runtime.replay import CompiledReplay
+
+NODE_NAME = "CompiledFunctionBackward"
+_numbers = itertools.count()
+
+
+@dataclass
+class BackwardTrace:
+    """What recording the outputs' backward found: which outputs are differentiable (positions in
+    the flat outputs), the tape values of their incoming gradients, what the gradients are taken
+    with respect to (``("input", k)`` or ``("captured", tensor)``), and each gradient's value."""
+
+    outputs: list
+    output_meta: list       # (shape, dtype) of each differentiable output
+    placeholders: list
+    wrt: list
+    grads: list             # tape value, or None where the output does not depend on it
+
+
+def _live(fn) -> bool:
+    return any(type(node) is not AccumulateGrad and not node._released for node in walk([fn]))
+
+
+def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTrace | None:
+    """Record the backward of the outputs made in the call that still have a live graph (None if
+    there are none: the call ran its own backward, or returned no differentiable output)."""
+    outputs = [(i, o) for i, o in enumerate(flat_outputs)
+               if isinstance(o, Tensor) and o.grad_fn is not None and id(o) in tracer.created_ids]
+    live = [(i, o) for i, o in outputs if _live(o.grad_fn)]
+    if not live:
+        return None
+    if len(live) != len(outputs):
+        tracer.fail("it returns some tensors whose graph a backward inside the call released and some whose graph "
+                    "is still live; return either only results of a backward it ran or only outputs to backward later")
+        return None
+    wrt = [("input", k, t) for k, t in enumerate(flat_inputs) if t._requires_grad]
+    seen = {id(t) for *_, t in wrt}
+    for kind, t in tracer.captured:
+        if kind == "tensor" and t._requires_grad and id(t) not in seen:
+            seen.add(id(t))
+            wrt.append(("captured", None, t))
+    if not wrt:
+        return None
+    placeholders, tensors = [], []
+    for j, (_, o) in enumerate(live):
+        g = Tensor._make(np.ones(o._data.shape, o._data.dtype), False, None)
+        tracer.add_input(g, len(flat_inputs) + j)
+        tensors.append(g)
+        placeholders.append(tracer.read(g))
+    grads = engine.grad([o for _, o in live], [t for *_, t in wrt], grad_outputs=tensors, retain_graph=True,
+                        allow_unused=True)
+    if tracer.failure is not None:
+        return None
+    grad_values = [None if g is None else tracer.read(g) for g in grads]
+    return BackwardTrace(outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
+                         placeholders=placeholders,
+                         wrt=[("input", k) if kind == "input" else ("captured", t) for kind, k, t in wrt],
+                         grads=grad_values)
+
+
+class Unsupported(Exception):
+    """The recording cannot be split into a forward and a backward program (the reason says why)."""
+
+
+def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list) -> tuple:
+    """(forward graph, backward graph, layout) from the joint recording. ``layout`` says where each
+    backward input comes from: saved forward results, arguments, captured tensors."""
+    backward_ops = [op for op in joint.ops if joint.values[op.outputs[0]].phase == "backward"]
+    forward_ops = [op for op in joint.ops if joint.values[op.outputs[0]].phase != "backward"]
+    made_in_backward = {v for op in backward_ops for v in op.outputs}
+    if any(v in made_in_backward for op in forward_ops for v in op.inputs):
+        raise Unsupported("a forward op reads a value its backward computes")
+    if any(source in made_in_backward for source, _ in joint.writebacks):
+        raise Unsupported("its backward writes into outside state")
+    made_in_forward = {v for op in forward_ops for v in op.outputs}
+    placeholders = list(trace.placeholders)
+    args = list(joint.inputs[:n_inputs])
+    reads = []
+    for v in [v for op in backward_ops for v in op.inputs] + [g for g in trace.grads if g is not None]:
+        if v not in made_in_backward and v not in placeholders and v not in reads:
+            reads.append(v)
+    saved = [v for v in reads if v in made_in_forward]
+    arg_reads = [v for v in reads if v in args]
+    captured_reads = [v for v in reads if v in joint.captured]
+    constant_reads = [v for v in reads if v in joint.constants]
+    if len(saved) + len(arg_reads) + len(captured_reads) + len(constant_reads) != len(reads):
+        raise Unsupported("its backward reads a value of unknown origin")
+    for v in captured_reads:
+        if captured_sources[joint.captured.index(v)][0] != "tensor":
+            raise Unsupported("its backward reads a .grad")
+
+    forward_results = list(joint.results) + [v for v in saved if v not in joint.results]
+    forward = Graph(values=dict(joint.values), ops=forward_ops, inputs=args, captured=list(joint.captured),
+                    constants=dict(joint.constants), n_scalars=joint.n_scalars, results=forward_results,
+                    writebacks=list(joint.writebacks)).with_ops(forward_ops)
+    outside = saved + arg_reads + placeholders
+    values = {v: joint.values[v] for op in backward_ops for v in op.inputs + op.outputs}
+    for v in outside + captured_reads + constant_reads:
+        values[v] = joint.values[v]
+    for v in outside:
+        values[v] = _replace(values[v], kind="input")
+    backward = Graph(values=values, ops=backward_ops, inputs=outside, captured=captured_reads,
+                     constants={v: joint.constants[v] for v in constant_reads}, n_scalars=joint.n_scalars,
+                     results=[g for g in trace.grads if g is not None], writebacks=[])
+    layout = Layout(saved_results=[forward_results.index(v) for v in saved],
+                    arg_inputs=[args.index(v) for v in arg_reads],
+                    captured=[joint.captured.index(v) for v in captured_reads])
+    return forward, backward, layout
+
+
+@dataclass
+class Layout:
+    saved_results: list   # forward result index of each saved value, in backward input order
+    arg_inputs: list      # argument index of each argument the backward reads
+    captured: list        # index into the plan's captured sources of each captured tensor it reads
+
+
+class CompiledBackward:
+    """The backward program of a compiled function, and how a replay wires it into autograd."""
+
+    def __init__(self, graph: Graph, trace: BackwardTrace, layout: Layout, captured_sources: list):
+        positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
+        graph, self.pass_report, _ = run_pipeline(graph)
+        self.graph = graph
+        self.program = plan_program(graph)
+        self.replay = CompiledReplay(self.program, generate(self.program))
+        self.trace = trace
+        self.layout = layout
+        self.captured_tensors = [captured_sources[i][1] for i in layout.captured]
+        # every captured tensor: a saved forward value may be a view of one (weight.t())
+        self.all_captured = [t for kind, t in captured_sources if kind == "tensor"]
+        self.grad_results = [None if g is None else positions[g] for g in trace.grads]
+        names = ([f"saved{k}" for k in range(len(layout.saved_results))]
+                 + [f"input{k}" for k in range(len(layout.arg_inputs))]
+                 + [f"captured{k}" for k in range(len(self.captured_tensors))])
+        self.names = names
+        self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
+                           tuple(Save(name, 0) for name in names))
+
+    def attach(self, leaves: list, results: list, flat: list, scalars: list) -> None:
+        """Give this call's differentiable outputs their node (one per call), saving what its
+        backward reads: the forward's saved results, and the arguments and captured tensors as
+        they are now (with their version counters)."""
+        edges, meta = [], []
+        for kind, ref in self.trace.wrt:
+            t = flat[ref] if kind == "input" else ref
+            edges.append((grad_accumulator(t), 0) if t.grad_fn is None else (t.grad_fn, t._output_nr))
+            meta.append((t._data.shape, t._data.dtype))
+        node = Node(self.opdef, {"scalars": scalars}, tuple(edges), tuple(meta), len(self.trace.outputs))
+        saved = {}
+        names = iter(self.names)
+        outputs = [leaves[position] for position in self.trace.outputs]
+        others = list(flat) + self.all_captured
+        for index in self.layout.saved_results:
+            saved[next(names)] = _saved_array(results[index], outputs, others)
+        for k in self.layout.arg_inputs:
+            saved[next(names)] = SavedTensor(flat[k], False)
+        for t in self.captured_tensors:
+            saved[next(names)] = SavedTensor(t, False)
+        node._saved = saved
+        node._freeable = tuple(saved)
+        for j, position in enumerate(self.trace.outputs):
+            leaf = leaves[position]
+            leaf.grad_fn = node
+            leaf._output_nr = j
+            leaf._requires_grad = True
+
+    def _backward(self, F, grad, saved, attrs, needs):
+        if GradMode.enabled:
+            raise RuntimeError(f"{NODE_NAME} does not support double backward (create_graph=True): a compiled "
+                               "function's backward is a recorded program. Differentiate the uncompiled function "
+                               "for higher-order gradients")
+        grads = grad if isinstance(grad, tuple) else (grad,)
+        arrays = [saved[name]._data for name in self.names]
+        n_saved = len(self.layout.saved_results) + len(self.layout.arg_inputs)
+        incoming = [g._data if g is not None else np.zeros(shape, dtype)
+                    for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
+        results = self.replay.run(arrays[:n_saved] + incoming, arrays[n_saved:], list(attrs["scalars"]))
+        return tuple(None if index is None else Tensor._make(results[index], False, None)
+                     for index in self.grad_results)
+
+
+def _saved_array(array, outputs: list, others: list) -> SavedTensor:
+    """A saved forward result; if it shares memory with an output, argument or captured tensor (a
+    view of it, or the output itself), it follows that tensor's version counter, so an in-place
+    change before backward raises as in eager (naming the output it is, if it is one)."""
+    saved = SavedTensor.of_array(array)
+    saved.output_nr = None
+    for k, t in enumerate(outputs + others):
+        if np.may_share_memory(array, t._data):
+            saved.version_counter, saved.version = t._version_counter, t._version_counter[0]
+            saved.output_nr = k if k < len(outputs) else None
+            break
+    return saved
+
+
+def _no_forward(*arrays, out=None, **attrs):
+    raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
+
+
+def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list) -> tuple:
+    """(forward graph, CompiledBackward) for a recording with a backward trace."""
+    forward, backward, layout = split(joint, trace, n_inputs, captured_sources)
+    return forward, CompiledBackward(backward, trace, layout, captured_sources)

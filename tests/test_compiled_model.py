@@ -1,0 +1,156 @@
+"""A compiled model inside ordinary code: its replay returns outputs attached to one
+CompiledFunctionBackward node per call, and backward runs outside, through autograd."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+
+F = sg.nn.functional
+
+
+def _mlp(seed=0):
+    sg.manual_seed(seed)
+    return sg.nn.Sequential(sg.nn.Linear(4, 8), sg.nn.Tanh(), sg.nn.Linear(8, 3))
+
+
+def _twins(make=_mlp):
+    eager, compiled_model = make(), make()
+    for a, b in zip(eager.parameters(), compiled_model.parameters()):
+        assert np.array_equal(a.detach().numpy(), b.detach().numpy())
+    return eager, compiled_model, sg.compile(lambda x: compiled_model(x))
+
+
+def _batches(n, rows=5, seed=1):
+    rng = np.random.default_rng(seed)
+    return [(sg.tensor(rng.standard_normal((rows, 4)).astype(np.float32)),
+             sg.tensor(rng.standard_normal((rows, 3)).astype(np.float32))) for _ in range(n)]
+
+
+def _same_parameters(a, b) -> bool:
+    return all(np.array_equal(p.detach().numpy(), q.detach().numpy()) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def _same_grads(a, b) -> bool:
+    return all((p.grad is None and q.grad is None) or np.array_equal(p.grad.numpy(), q.grad.numpy())
+               for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_loss_backward_and_step_outside_equal_eager_bit_for_bit():
+    eager, model, forward = _twins()
+    opt_e = sg.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    opt_c = sg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for x, y in _batches(6):
+        for _net, f, opt in ((eager, eager, opt_e), (model, forward, opt_c)):
+            opt.zero_grad()
+            loss = F.mse_loss(f(x), y)
+            loss.backward()
+            opt.step()
+        assert _same_parameters(eager, model)
+    assert forward.stats.replays == 5
+    out = forward(_batches(1)[0][0])
+    assert out.grad_fn.name() == "CompiledFunctionBackward" and out.requires_grad
+
+
+def test_gradient_accumulation_over_four_outstanding_forwards():
+    """Four forwards, one backward of the summed loss; and four (forward, backward) pairs: each
+    call's saved buffers are its own."""
+    eager, model, forward = _twins()
+    forward(_batches(1)[0][0])  # trace
+    data = _batches(4, seed=3)
+    total_e = sum(F.mse_loss(eager(x), y) for x, y in data)
+    total_c = sum(F.mse_loss(forward(x), y) for x, y in data)
+    total_e.backward()
+    total_c.backward()
+    assert np.array_equal(total_e.detach().numpy(), total_c.detach().numpy())
+    assert _same_grads(eager, model)
+    for x, y in data:
+        F.mse_loss(eager(x), y).backward()
+        F.mse_loss(forward(x), y).backward()
+    assert _same_grads(eager, model)
+
+
+def test_an_input_computed_by_eager_code_gets_its_gradient_and_backward_continues():
+    eager, model, forward = _twins()
+    pre_e, pre_c = sg.nn.Linear(4, 4), sg.nn.Linear(4, 4)
+    pre_c.load_state_dict(pre_e.state_dict())
+    forward(pre_c(_batches(1)[0][0]))   # trace
+    for x, y in _batches(3):
+        F.mse_loss(eager(pre_e(x)), y).backward()
+        F.mse_loss(forward(pre_c(x)), y).backward()
+    assert _same_grads(eager, model) and _same_grads(pre_e, pre_c)
+    assert forward.stats.replays >= 3
+
+
+def test_hooks_on_parameters_run_and_retain_graph_and_second_backward_error():
+    _eager, model, forward = _twins()
+    x, y = _batches(1)[0]
+    forward(x)
+    seen = []
+    model[0].weight.register_hook(lambda g: seen.append(g.shape))
+    loss = F.mse_loss(forward(x), y)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert seen == [(8, 4), (8, 4)]
+    loss = F.mse_loss(forward(x), y)
+    loss.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_changing_a_saved_tensor_in_place_before_backward_raises_as_eager():
+    eager, model, forward = _twins()
+    x, y = _batches(1)[0]
+    forward(x)
+    results = []
+    for f, net in ((eager, eager), (forward, model)):
+        loss = F.mse_loss(f(x), y)
+        with sg.no_grad():
+            net[2].weight.mul_(2.0)
+        with pytest.raises(RuntimeError) as info:
+            loss.backward()
+        results.append(str(info.value).split(";")[0])
+    assert results[0] == results[1] and "modified by an inplace operation" in results[0]
+
+
+def test_unused_outputs_get_zero_gradients_and_several_outputs_work():
+    sg.manual_seed(0)
+    w_e = sg.randn(4, 3, requires_grad=True)
+    w_c = sg.tensor(w_e.detach().numpy().copy(), requires_grad=True)
+
+    def two(w):
+        return lambda x: ((x @ w).tanh(), (x @ w).sum(dim=1), x.sum())   # the last needs no grad
+
+    eager, compiled = two(w_e), sg.compile(two(w_c))
+    for k, (x, _) in enumerate(_batches(4)):
+        a, b, c = eager(x)
+        p, q, r = compiled(x)
+        assert not r.requires_grad and c.requires_grad is False
+        loss_e = a.sum() * 2 + (b.sum() if k % 2 else 0)
+        loss_c = p.sum() * 2 + (q.sum() if k % 2 else 0)
+        w_e.grad = w_c.grad = None
+        loss_e.backward()
+        loss_c.backward()
+        assert np.array_equal(w_e.grad.numpy(), w_c.grad.numpy())
+    assert compiled.stats.replays == 3
+
+
+def test_double_backward_through_the_node_is_refused_clearly():
+    _eager, model, forward = _twins()
+    x, y = _batches(1)[0]
+    forward(x)
+    loss = F.mse_loss(forward(x), y)
+    with pytest.raises(RuntimeError, match="does not support double backward"):
+        sg.autograd.grad(loss, list(model.parameters()), create_graph=True)
+
+
+def test_no_grad_calls_use_a_forward_only_plan():
+    eager, _model, forward = _twins()
+    x, _ = _batches(1)[0]
+    with sg.no_grad():
+        for _ in range(3):
+            out = forward(x)
+            assert out.grad_fn is None and not out.requires_grad
+            assert np.array_equal(out.numpy(), eager(x).detach().numpy())

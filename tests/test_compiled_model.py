@@ -154,3 +154,65 @@ def test_no_grad_calls_use_a_forward_only_plan():
             out = forward(x)
             assert out.grad_fn is None and not out.requires_grad
             assert np.array_equal(out.numpy(), eager(x).detach().numpy())
+
+
+def test_compile_of_a_module_returns_the_module_with_its_own_keys():
+    eager = _mlp()
+    model = sg.compile(_mlp())
+    assert isinstance(model, sg.nn.Module)
+    assert [n for n, _ in model.named_parameters()] == [n for n, _ in eager.named_parameters()]
+    assert list(model.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    model.load_state_dict(eager.state_dict())
+    assert _same_parameters(eager, model)
+    assert len(list(model.children())) == 3 and len(list(model.parameters())) == 4
+    opt_e = sg.optim.Adam(eager.parameters(), lr=0.01)
+    opt_c = sg.optim.Adam(model.parameters(), lr=0.01)
+    for x, y in _batches(4):
+        for net, opt in ((eager, opt_e), (model, opt_c)):
+            net.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            opt.step()
+    assert _same_parameters(eager, model)
+    assert model.stats.replays == 3 and model.plan is model.plans[0]
+    assert model.eval() is model and not model.training and not model[0].training
+    x = _batches(1)[0][0]
+    assert np.array_equal(model(x).detach().numpy(), eager.eval()(x).detach().numpy())
+    assert model.train() is model and model.training and model[2].training
+    model.extra = 3
+    assert model.extra == 3 and "staticgrad.compile(Sequential(" in repr(model)
+
+
+def test_keyword_arguments_to_a_compiled_forward():
+    class Scaled(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = _mlp()
+
+        def forward(self, x, *, scale):
+            return self.inner(x) * scale
+
+    sg.manual_seed(0)
+    eager = Scaled()
+    model = sg.compile(Scaled())
+    model.load_state_dict(eager.state_dict())
+    for k, (x, y) in enumerate(_batches(4)):
+        for net in (eager, model):
+            net.zero_grad()
+            F.mse_loss(net(x, scale=0.5 + k), y).backward()
+        assert _same_grads(eager, model)
+    assert model.stats.replays >= 2
+
+
+def test_dropout_in_a_compiled_model_draws_new_masks_like_eager():
+    def make():
+        sg.manual_seed(0)
+        return sg.nn.Sequential(sg.nn.Linear(4, 16), sg.nn.Dropout(0.5), sg.nn.Linear(16, 3))
+
+    eager, model = make(), sg.compile(make())
+    for x, y in _batches(4):
+        for net, seed in ((eager, 7), (model, 7)):
+            sg.manual_seed(seed)
+            net.zero_grad()
+            F.mse_loss(net(x), y).backward()
+        assert _same_grads(eager, model)
+    assert model.stats.replays == 3

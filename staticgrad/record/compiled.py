@@ -29,7 +29,9 @@ from staticgrad.compiler.generic import PassCache
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
+from staticgrad.nn.module import Module
 from staticgrad.record.backward import Unsupported, compile_backward, record_backward
+from staticgrad.record.compiled_module import CompiledModule
 from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.record.plan import Plan
@@ -69,6 +71,8 @@ def compile(fn=None, *, fallback: str = "error", max_plans: int = MAX_PLANS):
         raise ValueError(f"max_plans must be a positive int, got {max_plans!r}")
     if fn is None:
         return functools.partial(compile, fallback=fallback, max_plans=max_plans)
+    if isinstance(fn, Module):
+        return CompiledModule(fn, CompiledFunction(fn, fallback, max_plans))
     return CompiledFunction(fn, fallback, max_plans)
 
 
@@ -81,10 +85,17 @@ class CompiledFunction:
         self._cache: dict = {}
         self._warned = False
         self._capped = False
+        self._last_plan = None
         self._lock = threading.Lock()   # traces in several threads update the cache one at a time
         self._passes = PassCache()      # pass results per structure: a new batch size reuses them
-        self._name = getattr(fn, "__qualname__", repr(fn))
-        functools.update_wrapper(self, fn)
+        self._name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        if not isinstance(fn, Module):
+            functools.update_wrapper(self, fn)
+
+    @property
+    def plan(self):
+        """The plan the latest call replayed (or traced, if it traced): the one to inspect."""
+        return self._last_plan
 
     @property
     def plans(self) -> list:
@@ -115,11 +126,13 @@ class CompiledFunction:
                     return self.fn(*args, **kwargs)
                 if plan.replayable and plan.guards_hold(flat):
                     self.stats.replays += 1
+                    self._last_plan = plan
                     return plan.replay(flat)
         if floats:
             for plan in self._cache.get(without_float_values(key), ()):
                 if plan.guards_hold(flat):
                     self.stats.replays += 1
+                    self._last_plan = plan
                     return plan.replay(flat)
         if sum(plan.replayable for plan in self.plans) >= self.max_plans:
             self.stats.fallbacks += 1
@@ -177,6 +190,7 @@ class CompiledFunction:
                   n_inputs=0):
         plan = self._make_plan(tracer, key, keep, flat_out, tree, peak, epoch, backward, n_inputs)
         self._cache.setdefault(key, []).insert(0, plan)
+        self._last_plan = plan
         self.stats.traces += 1
         self.stats.compile_seconds += time.perf_counter() - started
         if plan.failure is not None:

@@ -116,6 +116,19 @@ def bump_epoch() -> None:
         Epoch.value += 1
 
 
+class GradEpoch:
+    """Bumped whenever a captured tensor's ``.grad`` appears or goes (``zero_grad``, a first
+    backward). Kept apart from ``Epoch``: a training loop moves it on every step, and only plans
+    that read a ``.grad`` re-check their guards when it moves."""
+
+    value = 0
+
+
+def bump_grad_epoch() -> None:
+    with _epoch_lock:
+        GradEpoch.value += 1
+
+
 def note_stored_number(value) -> None:
     """A number is being stored into module or optimizer state. A trace under way learns of it: a
     float argument kept there must be its traced value on every later call, so the plan cannot

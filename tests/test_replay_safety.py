@@ -441,3 +441,24 @@ def test_a_step_under_errstate_raise_fails_as_eager_does(bad):
     x = sg.tensor([4.0, 2.0])
     assert np.array_equal(eager(x).detach().numpy(), compiled(x).detach().numpy())
     assert np.array_equal(p_eager.detach().numpy(), p_compiled.detach().numpy())
+
+
+def test_a_compiled_step_reading_grads_rechecks_when_grads_appear_or_go():
+    """.grad appearing or going moves its own epoch (a training loop moves it every step): plans
+    that read a .grad re-check it, the others keep their zero-cost replay."""
+
+    def run(compiled):
+        p = sg.tensor([1.0, 2.0], requires_grad=True)
+        opt = sg.optim.SGD([p], lr=0.1)
+        step = sg.compile(opt.step) if compiled else opt.step
+        out = []
+        for _ in range(4):
+            (p * p).sum().backward()
+            step()
+            out.append(p.detach().numpy().copy())
+            opt.zero_grad()
+            step()   # no gradients: a step that changes nothing
+            out.append(p.detach().numpy().copy())
+        return np.array(out)
+
+    assert np.array_equal(run(False), run(True))

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from staticgrad._state import Tracing, bump_epoch
+from staticgrad._state import Tracing, bump_epoch, bump_grad_epoch
 from staticgrad.errors import TraceError
 from staticgrad.ops import dtypes as _dtypes
 
@@ -206,7 +206,7 @@ class Tensor:
         if tracer is not None:
             tracer.on_grad_write(self, value)
         if self._captured and (value is None) != (self._grad is None):
-            bump_epoch()
+            bump_grad_epoch()
         self._grad = value
 
     @property

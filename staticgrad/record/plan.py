@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from staticgrad._eager.node import ReleasedNode
 from staticgrad._eager.tensor import Tensor
-from staticgrad._state import Epoch, bump_epoch
+from staticgrad._state import Epoch, GradEpoch, bump_grad_epoch
 from staticgrad.inspect import plan_report
 
 _MISSING = object()
@@ -51,6 +51,8 @@ class Plan:
         self._keep = keep
         self._globals = global_guards
         self._epoch = epoch
+        self._grad_epoch = -1   # re-checked at the first replay when a guard reads a .grad
+        self._reads_grads = any(guard.reads_grad for guard in record.state_guards)
         self._captured = record.captured
         self._captured_tensors = [src[1] for src in record.captured if src[0] == "tensor"]
         self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
@@ -91,10 +93,10 @@ class Plan:
             g = flat[index]._grad
             if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
                 return False
-        if self._epoch != Epoch.value:
+        if self._epoch != Epoch.value or (self._reads_grads and self._grad_epoch != GradEpoch.value):
             if not self._state_guards_hold():
                 return False
-            self._epoch = Epoch.value
+            self._epoch, self._grad_epoch = Epoch.value, GradEpoch.value
         return True
 
     def failing_guard(self, flat: list) -> str | None:
@@ -177,7 +179,7 @@ class Plan:
         for target, index in self._fresh_grads:
             old = target._grad
             if old is None:
-                bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
+                bump_grad_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
             elif recycled is not None and recycled[index] is not None:
                 old._version_counter[0] = 0  # as a new gradient tensor would be
                 continue
@@ -201,7 +203,7 @@ class Plan:
             target = owner[1] if kind == "captured" else flat[owner[1]] if kind == "input" else leaves[owner[1]]
             new = _grad_value(final, results, flat)
             if kind == "captured" and (new is None) != (target._grad is None):
-                bump_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
+                bump_grad_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
             target._grad = new
         if self.backward is not None:
             self.backward.attach(leaves, results, flat, scalars)

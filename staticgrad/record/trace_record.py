@@ -16,6 +16,7 @@ class Guard:
     expected: object
     label: str
     identity: bool = False
+    reads_grad: bool = False   # re-checked when a .grad appears or goes (GradEpoch), not only on Epoch
 
     def holds(self) -> bool:
         current = self.check()

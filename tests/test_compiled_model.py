@@ -216,3 +216,32 @@ def test_dropout_in_a_compiled_model_draws_new_masks_like_eager():
             F.mse_loss(net(x), y).backward()
         assert _same_grads(eager, model)
     assert model.stats.replays == 3
+
+
+@pytest.mark.parametrize("change", ["output", "view of the output", "input"])
+def test_changing_an_output_or_input_the_backward_reads_raises_as_eager(change):
+    w_e = sg.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+    w_c = sg.tensor(w_e.detach().numpy().copy(), requires_grad=True)
+
+    def make(w):
+        def f(x):
+            h = (x @ w).tanh()          # tanh saves its output for backward
+            return h, h.t()
+        return f
+
+    eager, compiled = make(w_e), sg.compile(make(w_c))
+    x0 = sg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    compiled(x0)
+    messages = []
+    for f in (eager, compiled):
+        x = sg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        h, ht = f(x)
+        with sg.no_grad():
+            {"output": h, "view of the output": ht, "input": x}[change].mul_(2.0)
+        try:
+            (h.sum() + ht.sum()).backward()
+            messages.append(None)
+        except RuntimeError as error:
+            messages.append(str(error).split(",")[0])
+    assert messages[0] is not None and messages[1] is not None
+    assert "modified by an inplace operation" in messages[1]

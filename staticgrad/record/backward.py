@@ -26,6 +26,7 @@ from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor, grad_accumulator, walk
 from staticgrad._eager.tensor import Tensor
+from staticgrad.compiler.analysis import alias_roots
 from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.ir import Graph
 from staticgrad.compiler.passes import run_pipeline
@@ -95,7 +96,7 @@ class Unsupported(Exception):
     """The recording cannot be split into a forward and a backward program (the reason says why)."""
 
 
-def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list) -> tuple:
+def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list, outputs: list) -> tuple:
     """(forward graph, backward graph, layout) from the joint recording. ``layout`` says where each
     backward input comes from: saved forward results, arguments, captured tensors."""
     backward_ops = [op for op in joint.ops if joint.values[op.outputs[0]].phase == "backward"]
@@ -135,9 +136,40 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
     backward = Graph(values=values, ops=backward_ops, inputs=outside, captured=captured_reads,
                      constants={v: joint.constants[v] for v in constant_reads}, n_scalars=joint.n_scalars,
                      results=[g for g in trace.grads if g is not None], writebacks=[])
+    # Whose memory each saved value is (so it follows that tensor's version counter): a view of an
+    # argument or captured tensor, or a differentiable output (or a view of one), by the forward's
+    # alias structure; else memory of its own.
+    roots = alias_roots(forward)
+    output_roots, output_owners = {}, []
+    for j, position in enumerate(trace.outputs):
+        vid = joint.results[outputs[position][1]]
+        root = roots.get(vid, vid)
+        # an output that is a view of an argument, a captured tensor or an earlier output shares
+        # its version counter, as a view does in eager
+        if root in args:
+            output_owners.append(("input", args.index(root)))
+        elif root in joint.captured:
+            output_owners.append(("captured", joint.captured.index(root)))
+        elif root in output_roots:
+            output_owners.append(("output", output_roots[root]))
+        else:
+            output_owners.append(None)
+        output_roots.setdefault(root, j)
+    owners = []
+    for v in saved:
+        root = roots.get(v, v)
+        if root in args:
+            owners.append(("input", args.index(root)))
+        elif root in joint.captured:
+            owners.append(("captured", joint.captured.index(root)))
+        elif root in output_roots:   # the output itself, a view of it, or the memory it is a view of
+            owners.append(("output", output_roots[root]))
+        else:
+            owners.append(None)
     layout = Layout(saved_results=[forward_results.index(v) for v in saved],
                     arg_inputs=[args.index(v) for v in arg_reads],
-                    captured=[joint.captured.index(v) for v in captured_reads])
+                    captured=[joint.captured.index(v) for v in captured_reads], saved_owners=owners,
+                    output_owners=output_owners)
     return forward, backward, layout
 
 
@@ -146,6 +178,8 @@ class Layout:
     saved_results: list   # forward result index of each saved value, in backward input order
     arg_inputs: list      # argument index of each argument the backward reads
     captured: list        # index into the plan's captured sources of each captured tensor it reads
+    saved_owners: list    # per saved value: ("input", k), ("captured", i), ("output", j) or None
+    output_owners: list   # per differentiable output: whose view it is, in the same form
 
 
 class CompiledBackward:
@@ -160,8 +194,7 @@ class CompiledBackward:
         self.trace = trace
         self.layout = layout
         self.captured_tensors = [captured_sources[i][1] for i in layout.captured]
-        # every captured tensor: a saved forward value may be a view of one (weight.t())
-        self.all_captured = [t for kind, t in captured_sources if kind == "tensor"]
+        self.captured_sources = captured_sources
         self.grad_results = [None if g is None else positions[g] for g in trace.grads]
         names = ([f"saved{k}" for k in range(len(layout.saved_results))]
                  + [f"input{k}" for k in range(len(layout.arg_inputs))]
@@ -182,21 +215,39 @@ class CompiledBackward:
         node = Node(self.opdef, {"scalars": scalars}, tuple(edges), tuple(meta), len(self.trace.outputs))
         saved = {}
         names = iter(self.names)
-        outputs = [leaves[position] for position in self.trace.outputs]
-        others = list(flat) + self.all_captured
-        for index in self.layout.saved_results:
-            saved[next(names)] = _saved_array(results[index], outputs, others)
+        for index, owner in zip(self.layout.saved_results, self.layout.saved_owners):
+            saved[next(names)] = self._saved_array(results[index], owner, leaves, flat)
         for k in self.layout.arg_inputs:
             saved[next(names)] = SavedTensor(flat[k], False)
         for t in self.captured_tensors:
             saved[next(names)] = SavedTensor(t, False)
         node._saved = saved
         node._freeable = tuple(saved)
-        for j, position in enumerate(self.trace.outputs):
+        for j, (position, owner) in enumerate(zip(self.trace.outputs, self.layout.output_owners)):
             leaf = leaves[position]
             leaf.grad_fn = node
             leaf._output_nr = j
             leaf._requires_grad = True
+            if owner is not None:
+                leaf._version_counter = self._owner(owner, leaves, flat)._version_counter
+
+    def _saved_array(self, array, owner, leaves: list, flat: list) -> SavedTensor:
+        """A saved forward result; one that is an output, or a view of an output, argument or
+        captured tensor, follows that tensor's version counter, so an in-place change before
+        backward raises as in eager (naming the output, if it is one)."""
+        saved = SavedTensor.of_array(array)
+        saved.output_nr = None
+        if owner is not None:
+            t = self._owner(owner, leaves, flat)
+            saved.version_counter, saved.version = t._version_counter, t._version_counter[0]
+            saved.output_nr = owner[1] if owner[0] == "output" else None
+        return saved
+
+    def _owner(self, owner, leaves: list, flat: list):
+        kind, k = owner
+        if kind == "output":
+            return leaves[self.trace.outputs[k]]
+        return flat[k] if kind == "input" else self.captured_sources[k][1]
 
     def _backward(self, F, grad, saved, attrs, needs):
         if GradMode.enabled:
@@ -213,25 +264,13 @@ class CompiledBackward:
                      for index in self.grad_results)
 
 
-def _saved_array(array, outputs: list, others: list) -> SavedTensor:
-    """A saved forward result; if it shares memory with an output, argument or captured tensor (a
-    view of it, or the output itself), it follows that tensor's version counter, so an in-place
-    change before backward raises as in eager (naming the output it is, if it is one)."""
-    saved = SavedTensor.of_array(array)
-    saved.output_nr = None
-    for k, t in enumerate(outputs + others):
-        if np.may_share_memory(array, t._data):
-            saved.version_counter, saved.version = t._version_counter, t._version_counter[0]
-            saved.output_nr = k if k < len(outputs) else None
-            break
-    return saved
-
-
 def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
 
 
-def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list) -> tuple:
-    """(forward graph, CompiledBackward) for a recording with a backward trace."""
-    forward, backward, layout = split(joint, trace, n_inputs, captured_sources)
+def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list,
+                     outputs: list) -> tuple:
+    """(forward graph, CompiledBackward) for a recording with a backward trace; ``outputs`` are the
+    record's output specs."""
+    forward, backward, layout = split(joint, trace, n_inputs, captured_sources, outputs)
     return forward, CompiledBackward(backward, trace, layout, captured_sources)

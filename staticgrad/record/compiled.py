@@ -210,7 +210,8 @@ class CompiledFunction:
         forward_graph = record.graph
         if backward is not None:
             try:
-                forward_graph, compiled_backward = compile_backward(record.graph, backward, n_inputs, record.captured)
+                forward_graph, compiled_backward = compile_backward(record.graph, backward, n_inputs, record.captured,
+                                                                      record.outputs)
             except Unsupported as error:
                 record.failure = f"its outputs' backward cannot be compiled: {error}"
                 return Plan(record, key)

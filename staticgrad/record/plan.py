@@ -52,7 +52,7 @@ class Plan:
         self._globals = global_guards
         self._epoch = epoch
         self._grad_epoch = -1   # re-checked at the first replay when a guard reads a .grad
-        self._reads_grads = any(guard.reads_grad for guard in record.state_guards)
+        self._grad_guards = [guard for guard in record.state_guards if guard.reads_grad]
         self._captured = record.captured
         self._captured_tensors = [src[1] for src in record.captured if src[0] == "tensor"]
         self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
@@ -93,10 +93,14 @@ class Plan:
             g = flat[index]._grad
             if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
                 return False
-        if self._epoch != Epoch.value or (self._reads_grads and self._grad_epoch != GradEpoch.value):
+        if self._epoch != Epoch.value:
             if not self._state_guards_hold():
                 return False
             self._epoch, self._grad_epoch = Epoch.value, GradEpoch.value
+        elif self._grad_guards and self._grad_epoch != GradEpoch.value:
+            if not all(guard.holds() for guard in self._grad_guards):
+                return False
+            self._grad_epoch = GradEpoch.value
         return True
 
     def failing_guard(self, flat: list) -> str | None:

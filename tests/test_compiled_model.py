@@ -245,3 +245,21 @@ def test_changing_an_output_or_input_the_backward_reads_raises_as_eager(change):
             messages.append(str(error).split(",")[0])
     assert messages[0] is not None and messages[1] is not None
     assert "modified by an inplace operation" in messages[1]
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: sg.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+                                      lambda ps: sg.optim.Adam(ps, lr=0.01, weight_decay=0.01)],
+                         ids=["sgd", "adam"])
+def test_a_compiled_optimizer_step_is_the_companion_of_a_compiled_model(make_opt):
+    eager, model, forward = _twins()
+    opt_e, opt_c = make_opt(eager.parameters()), make_opt(model.parameters())
+    step = sg.compile(opt_c.step)
+    for x, y in _batches(6):
+        opt_e.zero_grad()
+        opt_c.zero_grad()
+        F.mse_loss(eager(x), y).backward()
+        F.mse_loss(forward(x), y).backward()
+        opt_e.step()
+        step()
+        assert _same_parameters(eager, model)
+    assert step.stats.replays >= 4

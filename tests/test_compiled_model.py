@@ -263,3 +263,18 @@ def test_a_compiled_optimizer_step_is_the_companion_of_a_compiled_model(make_opt
         step()
         assert _same_parameters(eager, model)
     assert step.stats.replays >= 4
+
+
+def test_inspect_shows_the_node_and_what_backward_frees():
+    _, _, forward = _twins()
+    x, y = _batches(1)[0]
+    forward(x)
+    loss = F.mse_loss(forward(x), y)
+    before = sg.inspect.graph(loss)
+    node = next(n for n in before.nodes if n.name == "CompiledFunctionBackward")
+    assert node.saved and all(b.is_tensor and not b.freed for b in node.saved)
+    assert any(b.shape == (5, 4) for b in node.saved)          # the argument it reads
+    loss.backward()
+    after = sg.inspect.graph(loss)
+    node = next(n for n in after.nodes if n.name == "CompiledFunctionBackward")
+    assert all(b.freed for b in node.saved) and after.held_bytes == 0

@@ -278,3 +278,47 @@ def test_inspect_shows_the_node_and_what_backward_frees():
     after = sg.inspect.graph(loss)
     node = next(n for n in after.nodes if n.name == "CompiledFunctionBackward")
     assert all(b.freed for b in node.saved) and after.held_bytes == 0
+
+
+# ---- every model family: a compiled model in an eager loop equals the eager loop, bit for bit ----
+
+def _family(name):
+    from tests import test_cnn, test_rnn, test_transformer
+
+    if name == "cnn":
+        data = [(sg.tensor(x), sg.tensor(y)) for x, y in test_cnn.cnn_batches(5, "float32")]
+        return (lambda: test_cnn.small_cnn(sg)), data, F.mse_loss
+    if name == "lstm":
+        data = [(sg.tensor(x), sg.tensor(y)) for x, y in test_rnn.sequences(5)]
+        return (lambda: test_rnn.sequence_model(sg)), data, F.mse_loss
+    vocab = test_transformer.VOCAB
+    data = [(sg.tensor(i), sg.tensor(t)) for i, t in test_transformer.token_batches(5)]
+
+    def loss(logits, targets):
+        return F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+    return (lambda: test_transformer.tiny_lm(sg, p=0.1)), data, loss
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm", "transformer"])
+def test_every_family_as_a_compiled_model_equals_eager(name):
+    make, data, loss_fn = _family(name)
+    sg.manual_seed(0)
+    eager = make()
+    sg.manual_seed(0)
+    model = sg.compile(make())
+    model.load_state_dict(eager.state_dict())
+    opt_e = sg.optim.Adam(eager.parameters(), lr=0.01)
+    opt_c = sg.optim.Adam(model.parameters(), lr=0.01)
+    for k, (x, y) in enumerate(data):
+        losses = []
+        for net, opt in ((eager, opt_e), (model, opt_c)):
+            sg.manual_seed(100 + k)   # the same dropout masks for both
+            opt.zero_grad()
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach().numpy())
+        assert np.array_equal(losses[0], losses[1]), f"loss differs at step {k}"
+        assert _same_parameters(eager, model), f"parameters differ at step {k}"
+    assert model.stats.replays >= 3
+    assert model.plan.backward is not None

@@ -151,15 +151,25 @@ def _graph_is_live(fn) -> bool:
 
 
 def _graph_tensors(flat_outputs) -> set:
-    """Ids of tensors that outputs' (released) graphs still reference."""
+    """Ids of tensors that outputs or their graphs still reference (saved tensors, leaves, and the
+    bases of views among them)."""
     ids = set()
+
+    def add(t):
+        while t is not None and id(t) not in ids:
+            ids.add(id(t))
+            t = t._base
+
+    for obj in flat_outputs:
+        if isinstance(obj, Tensor):
+            add(obj._base)
     for node in walk([obj.grad_fn for obj in flat_outputs if isinstance(obj, Tensor) and obj.grad_fn is not None]):
         if type(node) is AccumulateGrad:
-            ids.add(id(node.variable))
+            add(node.variable)
             continue
         for value in (node._saved or {}).values():
             if type(value) is SavedTensor and value.tensor is not None:
-                ids.add(id(value.tensor))
+                add(value.tensor)
     return ids
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from staticgrad._eager.functions import clone
+from staticgrad._state import Tracing
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 
@@ -27,6 +30,9 @@ class SGD(Optimizer):
 
 
     def _update_group(self, group: dict) -> None:
+        if Tracing.tracer is None and not group["maximize"] and group["weight_decay"] == 0 and not group["nesterov"]:
+            self._update_group_untraced(group)
+            return
         lr = hyper(group, "lr")
         momentum = hyper(group, "momentum")
         dampening = hyper(group, "dampening")
@@ -48,3 +54,34 @@ class SGD(Optimizer):
                     buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
                 d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
             p.add_(d_p, alpha=-lr)
+
+    def _update_group_untraced(self, group: dict) -> None:
+        """The same update with the same NumPy calls, in the same order, as the ops above run
+        (``mul_scalar``, ``add`` with ``alpha``), on the arrays directly: no dispatch per op when
+        nothing records it. Each in-place write moves its tensor's version as the op would."""
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        for p in group["params"]:
+            grad = p._grad
+            if grad is None:
+                continue
+            d_p = grad
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = clone(d_p).detach()
+                    state["momentum_buffer"] = buf
+                else:
+                    data = buf._data
+                    np.multiply(data, momentum, out=data)
+                    buf._version_counter[0] += 1
+                    _add_into(data, d_p._data, 1 - dampening)
+                    buf._version_counter[0] += 1
+                d_p = buf
+            _add_into(p._data, d_p._data, -lr)
+            p._version_counter[0] += 1
+
+
+def _add_into(out, other, alpha) -> None:
+    """``out.add_(other, alpha=alpha)`` as the ``add`` op computes it."""
+    np.add(out, np.multiply(other, alpha) if alpha != 1 else other, out=out)

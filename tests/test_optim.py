@@ -247,3 +247,28 @@ def test_compiled_adam_with_two_param_groups_replays_like_eager():
         compiled(sg.tensor(x), sg.tensor(y))
     assert compiled.stats.replays >= 3
     assert_same_training_state((models[0], opts[0], eager), (models[1], opts[1], compiled))
+
+
+def test_sgd_untraced_update_equals_its_ops_bit_for_bit_with_versions():
+    """Eager SGD updates the arrays directly; a compiled step records (and replays) its ops: both
+    give the same bits and move the same versions (momentum, dampening, a zero-gradient step)."""
+
+
+    def run(compiled):
+        sg.manual_seed(0)
+        model = sg.nn.Linear(5, 3)
+        opt = sg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, dampening=0.3)
+        step = sg.compile(opt.step) if compiled else opt.step
+        x = sg.randn(4, 5)
+        for _ in range(4):
+            opt.zero_grad()
+            (model(x) ** 2).sum().backward()
+            step()
+        versions = [p._version_counter[0] for p in model.parameters()]
+        buffers = [opt.state[p]["momentum_buffer"].detach().numpy().copy() for p in model.parameters()]
+        return [p.detach().numpy().copy() for p in model.parameters()], buffers, versions
+
+    eager, compiled = run(False), run(True)
+    for a, b in zip(eager[0] + eager[1], compiled[0] + compiled[1]):
+        assert np.array_equal(a, b)
+    assert eager[2] == compiled[2]

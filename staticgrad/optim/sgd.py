@@ -30,7 +30,8 @@ class SGD(Optimizer):
 
 
     def _update_group(self, group: dict) -> None:
-        if Tracing.tracer is None and not group["maximize"] and group["weight_decay"] == 0 and not group["nesterov"]:
+        if (Tracing.tracer is None and not group["maximize"] and group["weight_decay"] == 0 and not group["nesterov"]
+                and all(type(group[k]) in (int, float) for k in ("lr", "momentum", "dampening"))):
             self._update_group_untraced(group)
             return
         lr = hyper(group, "lr")

@@ -253,7 +253,6 @@ def test_sgd_untraced_update_equals_its_ops_bit_for_bit_with_versions():
     """Eager SGD updates the arrays directly; a compiled step records (and replays) its ops: both
     give the same bits and move the same versions (momentum, dampening, a zero-gradient step)."""
 
-
     def run(compiled):
         sg.manual_seed(0)
         model = sg.nn.Linear(5, 3)

@@ -251,7 +251,7 @@ def test_compiled_adam_with_two_param_groups_replays_like_eager():
 
 def test_sgd_untraced_update_equals_its_ops_bit_for_bit_with_versions():
     """Eager SGD updates the arrays directly; a compiled step records (and replays) its ops: both
-    give the same bits and move the same versions (momentum, dampening, a zero-gradient step)."""
+    give the same bits and move the same versions (momentum with dampening)."""
 
     def run(compiled):
         sg.manual_seed(0)

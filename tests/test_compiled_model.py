@@ -322,3 +322,15 @@ def test_every_family_as_a_compiled_model_equals_eager(name):
         assert _same_parameters(eager, model), f"parameters differ at step {k}"
     assert model.stats.replays >= 3
     assert model.plan.backward is not None
+
+
+def test_the_plan_reports_what_each_call_saves_for_backward():
+    """describe() says what a call keeps for backward; today that is exactly what eager's graph
+    alone keeps (the same values: no recomputation yet)."""
+    eager, _model, forward = _twins()
+    x, _ = _batches(1)[0]
+    forward(x)
+    forward(x)
+    plan = forward.plan
+    assert "backward:" in plan.describe() and "saved per call" in plan.describe()
+    assert plan.backward.saved_bytes(plan.program) == sg.inspect.graph(eager(x)).graph_only_bytes

@@ -137,7 +137,19 @@ def describe(plan) -> str:
     for name, members, loops in fused:
         lines.append(f"  {name}: {loops} loop(s): {' + '.join(members)}")
     lines.append(summary(plan))
+    if plan.backward is not None:
+        lines.append(backward_summary(plan))
     return "\n".join(lines)
+
+
+def backward_summary(plan) -> str:
+    """What each call of a compiled model keeps for its backward, and the backward program."""
+    b = plan.backward
+    saved = b.saved_bytes(plan.program)
+    held = len(b.layout.arg_inputs) + len(b.captured_tensors)
+    return (f"backward: {len(b.graph.ops)} ops, arena {_size(b.program.arena_bytes)}; saved per call: "
+            f"{_size(saved)} in arrays of its own, plus {held} argument/captured tensor(s) and views of "
+            "them held by reference")
 
 
 def render(plan, path: str) -> None:

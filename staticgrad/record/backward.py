@@ -203,6 +203,22 @@ class CompiledBackward:
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names))
 
+    def saved_bytes(self, forward_program) -> int:
+        """Bytes of forward values each call keeps for its backward in arrays of its own (views of
+        arguments, captured tensors or outputs are not counted: that memory is theirs)."""
+        shapes = forward_program.shapes
+        dtypes = {spec.slot: spec.dtype for spec in forward_program.buffers}
+        total = 0
+        for index, owner in zip(self.layout.saved_results, self.layout.saved_owners):
+            if owner is not None:
+                continue
+            slot = forward_program.result_slots[index]
+            shape = shapes.get(slot, ())
+            dtype = dtypes.get(slot)
+            itemsize = dtype.itemsize if dtype is not None else 4
+            total += int(np.prod(shape, dtype=np.int64)) * itemsize
+        return total
+
     def attach(self, leaves: list, results: list, flat: list, scalars: list) -> None:
         """Give this call's differentiable outputs their node (one per call), saving what its
         backward reads: the forward's saved results, and the arguments and captured tensors as

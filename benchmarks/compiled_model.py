@@ -1,6 +1,7 @@
 """A compiled model inside an ordinary training loop, against the same loop fully eager (and
 PyTorch eager when installed): the loss, backward and optimizer step stay outside the compiled
-call; a third mode compiles ``opt.step`` too. Bench MLPs, medians of interleaved blocks.
+call; a third mode compiles ``opt.step`` too. Bench MLPs, medians of interleaved blocks; then the
+peak memory of four forwards outstanding before one backward, eager and compiled.
 
     python benchmarks/compiled_model.py [--size tiny medium] [--steps 400]
 """
@@ -8,6 +9,8 @@ call; a third mode compiles ``opt.step`` too. Bench MLPs, medians of interleaved
 from __future__ import annotations
 
 import argparse
+import gc
+import tracemalloc
 
 import staticgrad
 from staticgrad.bench.measure import interleaved_medians
@@ -54,6 +57,28 @@ def systems_for(size_name: str) -> dict:
     return systems
 
 
+def peak_with_four_forwards(size_name: str) -> dict:
+    """Peak traced bytes of four forwards kept outstanding and one backward of their summed loss,
+    eager and with the model compiled (after both are warm)."""
+    size = SIZES[size_name]
+    weights = initial_weights(size)
+    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in batches(size, 4)]
+    peaks = {}
+    for mode in ("eager", "compiled"):
+        model, opt, _ = build(staticgrad, size, weights)
+        net = staticgrad.compile(model) if mode == "compiled" else model
+        for x, y in data[:2]:
+            staticgrad.nn.functional.mse_loss(net(x), y).backward()
+        opt.zero_grad()
+        gc.collect()
+        tracemalloc.start()
+        total = sum(staticgrad.nn.functional.mse_loss(net(x), y) for x, y in data)
+        total.backward()
+        peaks[mode] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peaks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", nargs="+", default=["tiny", "medium"], choices=list(SIZES))
@@ -70,6 +95,9 @@ def main() -> None:
         print(f"\n{size_name}: {SIZES[size_name].describe()}")
         for name, seconds in medians.items():
             print(f"  {name:38s} {seconds * 1e3:8.3f} ms   {base / seconds:5.2f}x the eager loop")
+        peaks = peak_with_four_forwards(size_name)
+        print(f"  peak with four forwards outstanding: eager {peaks['eager'] / 1024:.0f} KiB, compiled model "
+              f"{peaks['compiled'] / 1024:.0f} KiB ({peaks['compiled'] / peaks['eager']:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ def _same_grads(a, b) -> bool:
                for p, q in zip(a.parameters(), b.parameters()))
 
 
+@pytest.mark.bitexact
 def test_loss_backward_and_step_outside_equal_eager_bit_for_bit():
     eager, model, forward = _twins()
     opt_e = sg.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
@@ -299,6 +300,7 @@ def _family(name):
     return (lambda: test_transformer.tiny_lm(sg, p=0.1)), data, loss
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("name", ["cnn", "lstm", "transformer"])
 def test_every_family_as_a_compiled_model_equals_eager(name):
     make, data, loss_fn = _family(name)

@@ -315,3 +315,7 @@ def walk(starts):
             yield node
             stack.extend(n for n, _ in reversed(node.next_functions) if n is not None and n not in seen)
 
+
+def graph_is_live(fn) -> bool:
+    """Some node behind ``fn`` still holds what its backward needs (no backward released it)."""
+    return any(type(node) is not AccumulateGrad and not node._released for node in walk([fn]))

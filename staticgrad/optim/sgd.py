@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from staticgrad._eager.functions import clone
 from staticgrad._state import Tracing
+from staticgrad.ops import OPS
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 
@@ -74,15 +73,14 @@ class SGD(Optimizer):
                     state["momentum_buffer"] = buf
                 else:
                     data = buf._data
-                    np.multiply(data, momentum, out=data)
+                    _MUL_SCALAR(data, out=data, other=momentum)
                     buf._version_counter[0] += 1
-                    _add_into(data, d_p._data, 1 - dampening)
+                    _ADD(data, d_p._data, out=data, alpha=1 - dampening)
                     buf._version_counter[0] += 1
                 d_p = buf
-            _add_into(p._data, d_p._data, -lr)
+            _ADD(p._data, d_p._data, out=p._data, alpha=-lr)
             p._version_counter[0] += 1
 
 
-def _add_into(out, other, alpha) -> None:
-    """``out.add_(other, alpha=alpha)`` as the ``add`` op computes it."""
-    np.add(out, np.multiply(other, alpha) if alpha != 1 else other, out=out)
+# The op table's own forwards, which the in-place ops above run through dispatch.
+_MUL_SCALAR, _ADD = OPS["mul_scalar"].forward, OPS["add"].forward

@@ -24,7 +24,7 @@ import numpy as np
 
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor, grad_accumulator, walk
+from staticgrad._eager.node import Node, SavedTensor, grad_accumulator, graph_is_live
 from staticgrad._eager.tensor import Tensor
 from staticgrad.compiler.analysis import alias_roots
 from staticgrad.compiler.codegen import generate
@@ -51,16 +51,12 @@ class BackwardTrace:
     grads: list             # tape value, or None where the output does not depend on it
 
 
-def _live(fn) -> bool:
-    return any(type(node) is not AccumulateGrad and not node._released for node in walk([fn]))
-
-
 def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTrace | None:
     """Record the backward of the outputs made in the call that still have a live graph (None if
     there are none: the call ran its own backward, or returned no differentiable output)."""
     outputs = [(i, o) for i, o in enumerate(flat_outputs)
                if isinstance(o, Tensor) and o.grad_fn is not None and id(o) in tracer.created_ids]
-    live = [(i, o) for i, o in outputs if _live(o.grad_fn)]
+    live = [(i, o) for i, o in outputs if graph_is_live(o.grad_fn)]
     if not live:
         return None
     if len(live) != len(outputs):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numpy.lib.array_utils import byte_bounds
 
-from staticgrad._eager.node import AccumulateGrad, SavedTensor, walk
+from staticgrad._eager.node import AccumulateGrad, SavedTensor, graph_is_live, walk
 from staticgrad._eager.tensor import Tensor
 from staticgrad.record.trace_record import TraceRecord
 from staticgrad.record.tracer import Tracer
@@ -138,16 +138,12 @@ def _output_info(tracer: Tracer, t: Tensor):
     fn = t.grad_fn
     if fn is None:
         return (t._requires_grad, None)
-    if _graph_is_live(fn):
+    if graph_is_live(fn):
         tracer.fail("it returns a tensor whose autograd graph is still live, and a replay builds no graph; "
                     "call backward() inside the compiled function (compile the whole training step), "
                     "return a detached tensor, or run it under no_grad()")
         return (True, None)
     return (True, fn.name())
-
-
-def _graph_is_live(fn) -> bool:
-    return any(type(node) is not AccumulateGrad and not node._released for node in walk([fn]))
 
 
 def _graph_tensors(flat_outputs) -> set:

@@ -17,7 +17,8 @@ from staticgrad._eager.dispatch import F
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
 from staticgrad._eager.tensor import Tensor
-from staticgrad._state import Tracing
+from staticgrad._state import Tracing, bump_grad_epoch
+from staticgrad.ops import OPS
 
 
 def _root_edge(t: Tensor, index: int):
@@ -26,6 +27,9 @@ def _root_edge(t: Tensor, index: int):
     if t._requires_grad:
         return grad_accumulator(t), 0
     raise RuntimeError(f"element {index} of tensors does not require grad and does not have a grad_fn")
+
+
+FULL = OPS["full"]
 
 
 def _root_grads(tensors, grads):
@@ -38,7 +42,11 @@ def _root_grads(tensors, grads):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if t._data.dtype.kind != "f":
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs")
-            out.append((F.full(shape=t._data.shape, value=1.0, dtype=t._data.dtype), True))
+            if Tracing.tracer is None:   # the op table's own forward, without a dispatch to record
+                seed = Tensor._make(FULL.forward(shape=t._data.shape, value=1.0, dtype=t._data.dtype), False, None)
+            else:
+                seed = F.full(shape=t._data.shape, value=1.0, dtype=t._data.dtype)
+            out.append((seed, True))
             continue
         if not isinstance(g, Tensor):
             g = tensor(g, dtype=t.dtype)
@@ -169,6 +177,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             heapq.heappush(ready, (-node._seq, counter, node))
             counter += 1
 
+    # plain accumulation (``backward()`` into every leaf): leaves fed by one edge skip the queue
+    plain_accumulate = accumulate and accumulate_only is None
     previous_mode, previous_phase = GradMode.enabled, Tracing.phase
     GradMode.enabled = create_graph
     Tracing.phase = "backward"
@@ -204,18 +214,30 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             if node._post_hooks and grads_out is not None:
                 for hook in node._post_hooks:
                     hook(grads_out, tuple(grads_in))
+            leaves = None
             for i, (nxt, nr) in enumerate(node.next_functions):
                 if nxt is None:
                     continue
                 g = grads_out[i] if grads_out is not None else None
-                if g is not None:
-                    g, owned = _validate(node, i, g, grads_in, grads_out)
-                    _add_to_buffer(buffers.setdefault(nxt, {}), nr, g, owned)
                 remaining = deps[nxt] - 1
                 deps[nxt] = remaining
+                if g is not None:
+                    g, owned = _validate(node, i, g, grads_in, grads_out)
+                    if (remaining == 0 and plain_accumulate and type(nxt) is AccumulateGrad and nxt not in buffers
+                            and not nxt._pre_hooks and not nxt._post_hooks and not nxt.variable._hooks):
+                        # a leaf this edge alone feeds, with no hooks: accumulate now, as popping its
+                        # AccumulateGrad (first in the queue, sequence number infinity) next would
+                        if leaves is None:
+                            leaves = []
+                        leaves.append((nxt.variable, g, owned))
+                        continue
+                    _add_to_buffer(buffers.setdefault(nxt, {}), nr, g, owned)
                 if remaining == 0:
                     heapq.heappush(ready, (-nxt._seq, counter, nxt))
                     counter += 1
+            if leaves is not None:
+                for variable, g, owned in leaves:
+                    _accumulate_into_leaf(variable, g, owned)
     finally:
         GradMode.enabled = previous_mode
         Tracing.phase = previous_phase
@@ -227,7 +249,8 @@ def apply_node(node, grads_in):
     tracer = Tracing.tracer
     if tracer is not None and id(node) in tracer.outside_nodes:
         tracer.on_outside_node(node)
-    saved = node.unpack_saved()
+    op = node.op   # None on a replayed output's released node: unpack_saved raises for it
+    saved = node.saved_arrays() if op is not None and op.backward_reads_arrays else node.unpack_saved()
     needs = tuple(meta is not None for meta in node._input_meta)
     grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)
     result = node.op.backward(F, grad, saved, node.attrs, needs)
@@ -235,19 +258,26 @@ def apply_node(node, grads_in):
 
 
 def _validate(node, index, g, grads_in, grads_out):
-    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
+    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype; ``owned``
+    says whether the engine may steal it (not an incoming gradient, nor one returned twice)."""
     owned = True
     for other in grads_in:
         if other is g:
             owned = False
-    for j in range(index):
-        if grads_out[j] is g:
-            owned = False
+            break
+    if owned and index:
+        for j in range(index):
+            if grads_out[j] is g:
+                owned = False
+                break
     meta = node._input_meta[index]
     if meta is None:
         return g, owned
     shape, dtype = meta
-    if g._data.shape != shape:
+    data = g._data
+    if data.shape == shape and data.dtype == dtype:
+        return g, owned
+    if data.shape != shape:
         try:
             expandable = np.broadcast_shapes(shape, g._data.shape) == g._data.shape
         except ValueError:
@@ -313,12 +343,18 @@ def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:
             if result is not None:
                 g = result
             owned = False
-    current = variable.grad
+    traced = Tracing.tracer is not None
+    current = variable.grad if traced else variable._grad
     if current is None:
         data = g._data
         if (not GradMode.enabled and owned and g._base is None and data.flags.c_contiguous
                 and data.flags.writeable and data.dtype == variable._data.dtype):
-            variable.grad = g
+            if traced or data.shape != variable._data.shape:
+                variable.grad = g
+            else:   # what the setter does, for a gradient already checked to fit
+                if variable._captured:
+                    bump_grad_epoch()
+                variable._grad = g
         else:
             variable.grad = F.clone(g)
     elif not GradMode.enabled:

@@ -175,6 +175,20 @@ class Node(_Hookable):
             return {}
         return {name: value.unpack(self) if type(value) is SavedTensor else value for name, value in saved.items()}
 
+    def saved_arrays(self) -> dict:
+        """The saved values' arrays, each checked against its version counter as ``unpack_saved``
+        checks it: for a backward that reads arrays (``OpDef.backward_reads_arrays``)."""
+        if self._released and self._freeable:
+            raise RuntimeError(BACKWARD_TWICE)
+        arrays = {}
+        for name, value in (self._saved or {}).items():
+            if type(value) is SavedTensor:
+                if value.version_counter[0] != value.version:
+                    value.unpack(self)   # raises the "modified by an inplace operation" error
+                value = value.array if value.tensor is None else value.tensor._data
+            arrays[name] = value
+        return arrays
+
     def release(self) -> None:
         """Drop the freeable slots (what ``backward`` without ``retain_graph`` does), keeping what
         each one was (``(shape, dtype)`` for a tensor, else the value) for ``staticgrad.inspect.autograd_graph``."""

@@ -84,6 +84,9 @@ class OpDef:
     # PyTorch wraps a Python number operand in a tensor that shows up as a (None, 0) edge of the
     # node (``(x * 2).grad_fn.next_functions``); ops that take it as an attribute say so here.
     wrapped_scalar: bool = False
+    # The backward takes its saved values as arrays (after the version check), not as tensors: a
+    # compiled function's recorded backward program, which never builds a graph.
+    backward_reads_arrays: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:

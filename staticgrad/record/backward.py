@@ -196,8 +196,16 @@ class CompiledBackward:
                  + [f"input{k}" for k in range(len(layout.arg_inputs))]
                  + [f"captured{k}" for k in range(len(self.captured_tensors))])
         self.names = names
+        self._n_saved = len(layout.saved_results) + len(layout.arg_inputs)
+        self._saved_plan = [(name, index, owner) for name, index, owner
+                            in zip(names, layout.saved_results, layout.saved_owners)]
+        self._argument_plan = list(zip(names[len(layout.saved_results):self._n_saved], layout.arg_inputs))
+        self._captured_plan = list(zip(names[self._n_saved:], self.captured_tensors))
+        self._freeable = tuple(names)
+        self._captured_wrt = [ref for kind, ref in trace.wrt if kind == "captured"]
+        self._captured_edges = None
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
-                           tuple(Save(name, 0) for name in names))
+                           tuple(Save(name, 0) for name in names), backward_reads_arrays=True)
 
     def saved_bytes(self, forward_program) -> int:
         """Bytes of forward values each call keeps for its backward in arrays of its own (views of
@@ -219,22 +227,19 @@ class CompiledBackward:
         """Give this call's differentiable outputs their node (one per call), saving what its
         backward reads: the forward's saved results, and the arguments and captured tensors as
         they are now (with their version counters)."""
-        edges, meta = [], []
-        for kind, ref in self.trace.wrt:
-            t = flat[ref] if kind == "input" else ref
-            edges.append((grad_accumulator(t), 0) if t.grad_fn is None else (t.grad_fn, t._output_nr))
-            meta.append((t._data.shape, t._data.dtype))
-        node = Node(self.opdef, {"scalars": scalars}, tuple(edges), tuple(meta), len(self.trace.outputs))
+        edges, meta = self._edges_and_meta(flat)
+        node = Node(self.opdef, {"scalars": scalars}, edges, meta, len(self.trace.outputs))
         saved = {}
-        names = iter(self.names)
-        for index, owner in zip(self.layout.saved_results, self.layout.saved_owners):
-            saved[next(names)] = self._saved_array(results[index], owner, leaves, flat)
-        for k in self.layout.arg_inputs:
-            saved[next(names)] = SavedTensor(flat[k], False)
-        for t in self.captured_tensors:
-            saved[next(names)] = SavedTensor(t, False)
+        plain = SavedTensor.of_array
+        for name, index, owner in self._saved_plan:
+            saved[name] = plain(results[index]) if owner is None else self._saved_array(results[index], owner,
+                                                                                       leaves, flat)
+        for name, k in self._argument_plan:
+            saved[name] = SavedTensor(flat[k], False)
+        for name, t in self._captured_plan:
+            saved[name] = SavedTensor(t, False)
         node._saved = saved
-        node._freeable = tuple(saved)
+        node._freeable = self._freeable
         for j, (position, owner) in enumerate(zip(self.trace.outputs, self.layout.output_owners)):
             leaf = leaves[position]
             leaf.grad_fn = node
@@ -243,16 +248,36 @@ class CompiledBackward:
             if owner is not None:
                 leaf._version_counter = self._owner(owner, leaves, flat)._version_counter
 
+    def _edges_and_meta(self, flat: list) -> tuple:
+        """The node's edges (each argument's or captured tensor's grad_fn, or its AccumulateGrad)
+        and their (shape, dtype). Those of captured leaves are kept from call to call (the plan's
+        guards hold their shapes and dtypes; the AccumulateGrad held here stays the tensor's own)."""
+        cached = self._captured_edges
+        if cached is None or any(t.grad_fn is not None for t in self._captured_wrt):
+            cached = None
+            self._captured_edges = {id(t): ((grad_accumulator(t), 0), (t._data.shape, t._data.dtype))
+                                    for t in self._captured_wrt if t.grad_fn is None}
+        edges, meta = [], []
+        captured = self._captured_edges
+        for kind, ref in self.trace.wrt:
+            if kind == "captured" and cached is not None:
+                edge, m = captured[id(ref)]
+                edges.append(edge)
+                meta.append(m)
+                continue
+            t = flat[ref] if kind == "input" else ref
+            edges.append((grad_accumulator(t), 0) if t.grad_fn is None else (t.grad_fn, t._output_nr))
+            meta.append((t._data.shape, t._data.dtype))
+        return tuple(edges), tuple(meta)
+
     def _saved_array(self, array, owner, leaves: list, flat: list) -> SavedTensor:
-        """A saved forward result; one that is an output, or a view of an output, argument or
-        captured tensor, follows that tensor's version counter, so an in-place change before
-        backward raises as in eager (naming the output, if it is one)."""
+        """A saved forward result that is an output, or a view of an output, argument or captured
+        tensor: it follows that tensor's version counter, so an in-place change before backward
+        raises as in eager (naming the output, if it is one)."""
         saved = SavedTensor.of_array(array)
-        saved.output_nr = None
-        if owner is not None:
-            t = self._owner(owner, leaves, flat)
-            saved.version_counter, saved.version = t._version_counter, t._version_counter[0]
-            saved.output_nr = owner[1] if owner[0] == "output" else None
+        t = self._owner(owner, leaves, flat)
+        saved.version_counter, saved.version = t._version_counter, t._version_counter[0]
+        saved.output_nr = owner[1] if owner[0] == "output" else None
         return saved
 
     def _owner(self, owner, leaves: list, flat: list):
@@ -267,13 +292,13 @@ class CompiledBackward:
                                "function's backward is a recorded program. Differentiate the uncompiled function "
                                "for higher-order gradients")
         grads = grad if isinstance(grad, tuple) else (grad,)
-        arrays = [saved[name]._data for name in self.names]
-        n_saved = len(self.layout.saved_results) + len(self.layout.arg_inputs)
+        arrays = [saved[name] for name in self.names]
+        n_saved = self._n_saved
         incoming = [g._data if g is not None else np.zeros(shape, dtype)
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
         results = self.replay.run(arrays[:n_saved] + incoming, arrays[n_saved:], list(attrs["scalars"]))
-        return tuple(None if index is None else Tensor._make(results[index], False, None)
-                     for index in self.grad_results)
+        make = Tensor._make
+        return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 
 
 def _no_forward(*arrays, out=None, **attrs):

@@ -7,6 +7,7 @@ import json
 import sys
 
 import staticgrad
+from staticgrad.bench.families import FAMILIES, bench_model
 from staticgrad.bench.models import DEFAULT_SIZES, SIZES, batches, build, initial_weights
 from staticgrad.bench.report import table
 from staticgrad.bench.runner import run
@@ -14,7 +15,8 @@ from staticgrad.bench.runner import run
 
 def _bench(args) -> int:
     sizes = list(SIZES) if "all" in args.size else args.size
-    report = run(sizes, args.steps, use_torch=not args.no_torch, show_progress=not args.quiet)
+    models = [bench_model(family, size) for family in args.model for size in (sizes if family == "mlp" else [None])]
+    report = run(models, args.steps, use_torch=not args.no_torch, show_progress=not args.quiet)
     print(table(report))
     if args.json:
         with open(args.json, "w") as handle:
@@ -43,7 +45,9 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="time eager vs replayed training steps (and PyTorch, if installed)")
     bench.add_argument("--size", nargs="+", default=list(DEFAULT_SIZES), choices=list(SIZES) + ["all"],
-                       help="model sizes to run (default: tiny medium)")
+                       help="MLP sizes to run (default: tiny medium)")
+    bench.add_argument("--model", nargs="+", default=["mlp"], choices=list(FAMILIES),
+                       help="model families to run (default: mlp; also cnn, lstm, transformer)")
     bench.add_argument("--steps", type=int, default=300, help="measured steps per system and size (default 300)")
     bench.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if it is installed")

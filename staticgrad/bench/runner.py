@@ -1,4 +1,4 @@
-"""One bench run per model size: eager, replay, the recorded kernels alone, and PyTorch eager."""
+"""One bench run per model: eager, each compiled mode, the recorded kernels alone, and PyTorch eager."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import numpy as np
 
 import staticgrad
+from staticgrad.bench.families import BenchModel, as_tensors, bench_model, build, training_step
 from staticgrad.bench.measure import interleaved_medians, peak_bytes
-from staticgrad.bench.models import SIZES, MLPSize, batches, build, initial_weights
 from staticgrad.compiler.planner import plan_program
 from staticgrad.runtime.interpreter import Interpreter
 
@@ -35,31 +35,41 @@ def _torch():
     return torch
 
 
-def staticgrad_steps(size: MLPSize, weights: list, data: list):
-    """(eager step, compiled step, seconds of its first calls): two copies of the same model, the
-    compiled one already called on three batches so that its optimizer state exists and it replays."""
-    _, _, eager_step = build(staticgrad, size, weights)
-    _, _, step = build(staticgrad, size, weights)
-    compiled = staticgrad.compile(step)
+MODES = {
+    "eager": "eager: the graph rebuilt every step",
+    "replay": "compiled step: the whole step replayed",
+    "model": "compiled model: loss, backward, opt.step eager",
+    "model+step": "compiled model and compiled opt.step",
+    "torch": "PyTorch eager",
+}
+
+
+def prepare(bench: BenchModel, use_torch: bool = True) -> dict:
+    """Build every system for one bench model, each from the same initial weights: zero-argument
+    step callables (one per mode, and the recorded kernels alone) and facts."""
+    data = as_tensors(staticgrad, bench.batches(4))
+    model, opt = build(staticgrad, bench)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    eager_step = training_step(staticgrad, bench, model, opt)
+    model, opt = build(staticgrad, bench, state)
+    compiled = staticgrad.compile(training_step(staticgrad, bench, model, opt))
     started = time.perf_counter()
-    for x, y in data[:3]:
+    for x, y in data[:3]:   # the first calls trace (and create the optimizer state)
         compiled(x, y)
-    return eager_step, compiled, time.perf_counter() - started
-
-
-def prepare(size: MLPSize, use_torch: bool = True) -> dict:
-    """Build every system for one size; returns zero-argument step callables and facts."""
-    weights = initial_weights(size)
-    raw = batches(size)
-    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
-    eager_step, compiled, first_calls = staticgrad_steps(size, weights, data)
+    first_calls = time.perf_counter() - started
     plan = next(p for p in compiled.plans if p.replayable)
-    systems = {"eager": cycle_batches(eager_step, data), "replay": cycle_batches(compiled, data)}
-    systems["kernels"] = _kernels_only(plan, data)
+    model, opt = build(staticgrad, bench, state)
+    model_loop = training_step(staticgrad, bench, staticgrad.compile(model), opt)
+    model, opt = build(staticgrad, bench, state)
+    model_and_step_loop = training_step(staticgrad, bench, staticgrad.compile(model), opt, staticgrad.compile(opt.step))
+    systems = {"eager": cycle_batches(eager_step, data), "replay": cycle_batches(compiled, data),
+               "model": cycle_batches(model_loop, data), "model+step": cycle_batches(model_and_step_loop, data),
+               "kernels": _kernels_only(plan, data)}
     torch = _torch() if use_torch else None
     if torch is not None:
-        _, _, torch_step = build(torch, size, weights)
-        systems["torch"] = cycle_batches(torch_step, [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw])
+        t_model, t_opt = build(torch, bench, state)
+        t_data = as_tensors(torch, bench.batches(4))
+        systems["torch"] = cycle_batches(training_step(torch, bench, t_model, t_opt), t_data)
     return {"systems": systems, "compiled": compiled, "plan": plan, "first_calls_seconds": first_calls,
             "data": data, "eager_step": eager_step, "torch": torch}
 
@@ -73,13 +83,13 @@ def _kernels_only(plan, data):
     return lambda: interpreter.run(next(inputs), captured, scalars)
 
 
-def run_size(size: MLPSize, steps: int, progress=None, use_torch: bool = True) -> dict:
-    setup = prepare(size, use_torch)
+def run_model(bench: BenchModel, steps: int, progress=None, use_torch: bool = True) -> dict:
+    setup = prepare(bench, use_torch)
     systems = setup["systems"]
     for fn in systems.values():
         for _ in range(5):
             fn()
-    medians = interleaved_medians(systems, steps, progress=progress)
+    medians = interleaved_medians(systems, steps, block=_block(bench), progress=progress)
     plan, compiled = setup["plan"], setup["compiled"]
     x, y = setup["data"][0]
     eager_peak = peak_bytes(lambda: setup["eager_step"](x, y))
@@ -88,9 +98,11 @@ def run_size(size: MLPSize, steps: int, progress=None, use_torch: bool = True) -
     eager, kernels = medians["eager"], medians["kernels"]
     overhead = max(eager - kernels, 0.0)
     result = {
-        "size": size.name, "shape": size.describe(), "steps_per_system": steps,
+        "size": bench.name, "family": bench.family, "shape": bench.shape, "optimizer": bench.optimizer_name,
+        "steps_per_system": steps,
         "ms": {name: seconds * 1e3 for name, seconds in medians.items()},
         "replay_speedup": eager / medians["replay"],
+        "speedup_over_eager": {name: eager / medians[name] for name in MODES if name in medians},
         "graph_and_dispatch_share": overhead / eager,
         "eager_overhead_us_per_op": overhead / recorded_ops * 1e6,
         "recorded_ops": recorded_ops, "replayed_ops": len(plan.graph.ops),
@@ -108,6 +120,11 @@ def run_size(size: MLPSize, steps: int, progress=None, use_torch: bool = True) -
     if "torch" in medians:
         result["torch_speedup_of_replay"] = medians["torch"] / medians["replay"]
     return result
+
+
+def _block(bench: BenchModel) -> int:
+    """Steps per block: 25 for the small MLPs, fewer for the models whose steps take milliseconds."""
+    return 25 if bench.family == "mlp" and bench.name != "large" else 5
 
 
 def blas_core() -> str:
@@ -150,16 +167,18 @@ def environment() -> dict:
     }
 
 
-def run(sizes, steps: int, use_torch: bool = True, show_progress: bool = True) -> dict:
+def run(models, steps: int, use_torch: bool = True, show_progress: bool = True) -> dict:
+    """Bench every model in ``models`` (BenchModel, or an MLP size name)."""
+    models = [bench_model("mlp", m) if isinstance(m, str) else m for m in models]
     progress = None
     if show_progress:
         from tqdm import tqdm  # only for a progress bar
 
-        systems = 4 if use_torch and _torch() is not None else 3
-        progress = tqdm(total=len(sizes) * max(1, steps // 25) * systems, desc="staticgrad bench",
-                        unit="block", leave=False)
+        systems = len(MODES) + 1 if use_torch and _torch() is not None else len(MODES)
+        progress = tqdm(total=sum(max(1, steps // _block(m)) for m in models) * systems,
+                        desc="staticgrad bench", unit="block", leave=False)
     try:
-        results = [run_size(SIZES[name], steps, progress, use_torch) for name in sizes]
+        results = [run_model(m, steps, progress, use_torch) for m in models]
     finally:
         if progress is not None:
             progress.close()

@@ -207,6 +207,30 @@ class CompiledBackward:
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names), backward_reads_arrays=True)
 
+    def share_saved_duplicates(self, graph: Graph, n_outputs: int, *others: Graph) -> list:
+        """After the forward's passes merged equal values (16 ``t`` of one LSTM weight, one per
+        step), saved values that became one are saved once, as the array itself: a copy per
+        duplicate (what a repeated result gets) would cost memory, and a contiguous copy of a
+        transposed view would send the backward's matmuls down another BLAS path than eager's.
+        Only saved values are merged: one equal to an output keeps its own copy, as eager kept
+        two arrays. Returns the graphs with the duplicate results dropped (positions of the first
+        ``n_outputs`` results unchanged)."""
+        results = graph.results
+        keep = list(range(n_outputs))
+        position = {}
+        remap = {}
+        for index in range(n_outputs, len(results)):
+            vid = results[index]
+            if vid not in position:
+                position[vid] = len(keep)
+                keep.append(index)
+            remap[index] = position[vid]
+        if len(keep) == len(results):
+            return [graph, *others]
+        self.layout.saved_results = [remap[i] for i in self.layout.saved_results]
+        self._saved_plan = [(name, remap[index], owner) for name, index, owner in self._saved_plan]
+        return [_replace(g, results=[g.results[i] for i in keep]) for g in (graph, *others)]
+
     def saved_bytes(self, forward_program) -> int:
         """Bytes of forward values each call keeps for its backward in arrays of its own (views of
         arguments, captured tensors or outputs are not counted: that memory is theirs)."""

@@ -216,6 +216,8 @@ class CompiledFunction:
                 record.failure = f"its outputs' backward cannot be compiled: {error}"
                 return Plan(record, key)
         graph, report, unfused = run_pipeline(forward_graph, cache=self._passes if backward is None else None)
+        if compiled_backward is not None:
+            graph, unfused = compiled_backward.share_saved_duplicates(graph, len(record.graph.results), unfused)
         program = plan_program(graph)
         plan = Plan(record, key, graph=graph, unfused_graph=unfused, program=program,
                     compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,

@@ -209,6 +209,22 @@ def test_inference_function_returning_tensors():
     assert predict.stats.replays == 3
 
 
+def test_two_outputs_eager_computed_apart_keep_eager_layout_when_merged():
+    """Two equal transposed results merged into one value are returned as two arrays, the second
+    a copy in the same (transposed) layout: strides as eager's, and a matmul reading it takes the
+    same BLAS path as in eager."""
+    def f(x):
+        return (x + 1).t(), (x + 1).t()
+
+    compiled = sg.compile(f)
+    x = sg.randn(3, 5)
+    for _ in range(3):
+        a, b = compiled(x)
+        assert [a.stride(), b.stride()] == [t.stride() for t in f(x)] == [(1, 5), (1, 5)]
+        assert a.data_ptr() != b.data_ptr()
+    assert compiled.stats.replays == 2
+
+
 def test_function_of_inputs_without_parameters():
     f = sg.compile(lambda a, b: (a @ b).tanh() * 2 + 1)
     for _ in range(3):

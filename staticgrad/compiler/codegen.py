@@ -111,9 +111,11 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
     results = []
     for k, slot in enumerate(program.result_slots):
         # a constant, or a slot already returned (two tensors eager computed apart, one value here):
-        # a copy, so that no two results share memory where eager's did not
+        # a copy, so that no two results share memory where eager's did not; in the value's own
+        # layout (a transposed view stays transposed), as a later matmul reading it chooses its
+        # BLAS path by layout
         copied = slot in program.constants or result_position[slot] != k
-        results.append(f"{name(slot)}.copy()" if copied else name(slot))
+        results.append(f"{name(slot)}.copy(order='K')" if copied else name(slot))
     body.append(f"        return [{', '.join(results)}]")
     return "\n".join(head + body + ["    return replay", ""])
 

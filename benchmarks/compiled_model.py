@@ -1,9 +1,10 @@
 """A compiled model inside an ordinary training loop, against the same loop fully eager (and
 PyTorch eager when installed): the loss, backward and optimizer step stay outside the compiled
-call; a third mode compiles ``opt.step`` too. Bench MLPs, medians of interleaved blocks; then the
-peak memory of four forwards outstanding before one backward, eager and compiled.
+call; a third mode compiles ``opt.step`` too. Every bench model family; medians of interleaved
+blocks; then the peak memory of four forwards outstanding before one backward, eager and compiled,
+and the bytes each call keeps for its backward against what eager's graph holds.
 
-    python benchmarks/compiled_model.py [--size tiny medium] [--steps 400]
+    python benchmarks/compiled_model.py [--model mlp cnn lstm transformer] [--size tiny medium] [--steps 300]
 """
 
 from __future__ import annotations
@@ -13,91 +14,95 @@ import gc
 import tracemalloc
 
 import staticgrad
+from staticgrad.bench.families import FAMILIES, as_tensors, bench_model, build, training_step
 from staticgrad.bench.measure import interleaved_medians
-from staticgrad.bench.models import SIZES, batches, build, initial_weights
+from staticgrad.bench.models import SIZES
 from staticgrad.bench.runner import machine_line
 
 
-def loop(lib, model, opt, data, step=None):
-    """One iteration of the user's loop as a zero-argument callable, cycling over ``data``."""
-    loss_fn = lib.nn.functional.mse_loss
-    step = step or opt.step
+def looping(step, data):
+    """``step`` over ``data`` round and round, as a zero-argument callable."""
     state = {"i": 0}
 
     def run():
         x, y = data[state["i"] % len(data)]
         state["i"] += 1
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        step()
+        step(x, y)
 
     return run
 
 
-def systems_for(size_name: str) -> dict:
-    size = SIZES[size_name]
-    weights = initial_weights(size)
-    raw = batches(size, 4)
-    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
-    systems = {}
-    model, opt, _ = build(staticgrad, size, weights)
-    systems["staticgrad eager loop"] = loop(staticgrad, model, opt, data)
-    model, opt, _ = build(staticgrad, size, weights)
-    systems["compiled model"] = loop(staticgrad, staticgrad.compile(model), opt, data)
-    model, opt, _ = build(staticgrad, size, weights)
-    systems["compiled model + compiled opt.step"] = loop(staticgrad, staticgrad.compile(model), opt, data,
-                                                         staticgrad.compile(opt.step))
+def systems_for(bench) -> dict:
+    data = as_tensors(staticgrad, bench.batches(4))
+    model, opt = build(staticgrad, bench)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    systems = {"staticgrad eager loop": looping(training_step(staticgrad, bench, model, opt), data)}
+    model, opt = build(staticgrad, bench, state)
+    systems["compiled model"] = looping(training_step(staticgrad, bench, staticgrad.compile(model), opt), data)
+    model, opt = build(staticgrad, bench, state)
+    systems["compiled model + compiled opt.step"] = looping(
+        training_step(staticgrad, bench, staticgrad.compile(model), opt, staticgrad.compile(opt.step)), data)
     try:
         import torch  # the optional PyTorch peer: raced only when installed
     except ImportError:
         return systems
-    model, opt, _ = build(torch, size, weights)
-    systems["torch eager loop"] = loop(torch, model, opt, [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw])
+    model, opt = build(torch, bench, state)
+    systems["torch eager loop"] = looping(training_step(torch, bench, model, opt), as_tensors(torch, bench.batches(4)))
     return systems
 
 
-def peak_with_four_forwards(size_name: str) -> dict:
+def memory_with_four_forwards(bench) -> dict:
     """Peak traced bytes of four forwards kept outstanding and one backward of their summed loss,
-    eager and with the model compiled (after both are warm)."""
-    size = SIZES[size_name]
-    weights = initial_weights(size)
-    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in batches(size, 4)]
-    peaks = {}
+    eager and with the model compiled (after both are warm); and what one call keeps for backward."""
+    data = as_tensors(staticgrad, bench.batches(4))
+    model, _ = build(staticgrad, bench)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    found = {}
     for mode in ("eager", "compiled"):
-        model, opt, _ = build(staticgrad, size, weights)
+        model, opt = build(staticgrad, bench, state)
         net = staticgrad.compile(model) if mode == "compiled" else model
         for x, y in data[:2]:
-            staticgrad.nn.functional.mse_loss(net(x), y).backward()
+            bench.loss(staticgrad, net(x), y).backward()
         opt.zero_grad()
         gc.collect()
         tracemalloc.start()
-        total = sum(staticgrad.nn.functional.mse_loss(net(x), y) for x, y in data)
+        total = sum(bench.loss(staticgrad, net(x), y) for x, y in data)
         total.backward()
-        peaks[mode] = tracemalloc.get_traced_memory()[1]
+        found[mode] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    return peaks
+        if mode == "compiled":
+            plan = net.plan
+            found["saved"] = plan.backward.saved_bytes(plan.graph)
+            found["eager saved"] = staticgrad.inspect.graph(model(data[0][0])).graph_only_bytes
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", nargs="+", default=["tiny", "medium"], choices=list(SIZES))
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--model", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    parser.add_argument("--size", nargs="+", default=["tiny", "medium"], choices=list(SIZES),
+                        help="MLP sizes (default: tiny medium)")
+    parser.add_argument("--steps", type=int, default=300)
     args = parser.parse_args()
     print(machine_line())
-    for size_name in args.size:
-        systems = systems_for(size_name)
+    models = [bench_model(family, size) for family in args.model
+              for size in (args.size if family == "mlp" else [None])]
+    for bench in models:
+        systems = systems_for(bench)
         for fn in systems.values():
             for _ in range(10):   # trace and warm every mode
                 fn()
-        medians = interleaved_medians(systems, args.steps)
+        block = 25 if bench.family == "mlp" else 5
+        medians = interleaved_medians(systems, args.steps if bench.family == "mlp" else args.steps // 5, block=block)
         base = medians["staticgrad eager loop"]
-        print(f"\n{size_name}: {SIZES[size_name].describe()}")
+        print(f"\n{bench.name}: {bench.shape}; {bench.optimizer_name}")
         for name, seconds in medians.items():
             print(f"  {name:38s} {seconds * 1e3:8.3f} ms   {base / seconds:5.2f}x the eager loop")
-        peaks = peak_with_four_forwards(size_name)
-        print(f"  peak with four forwards outstanding: eager {peaks['eager'] / 1024:.0f} KiB, compiled model "
-              f"{peaks['compiled'] / 1024:.0f} KiB ({peaks['compiled'] / peaks['eager']:.2f}x)")
+        memory = memory_with_four_forwards(bench)
+        print(f"  peak with four forwards outstanding: eager {memory['eager'] / 1024:,.0f} KiB, compiled model "
+              f"{memory['compiled'] / 1024:,.0f} KiB ({memory['compiled'] / memory['eager']:.2f}x)")
+        print(f"  kept for backward per call: compiled {memory['saved'] / 1024:,.0f} KiB, eager's graph "
+              f"{memory['eager saved'] / 1024:,.0f} KiB ({memory['saved'] / max(memory['eager saved'], 1):.2f}x)")
 
 
 if __name__ == "__main__":

@@ -335,4 +335,90 @@ def test_the_plan_reports_what_each_call_saves_for_backward():
     forward(x)
     plan = forward.plan
     assert "backward:" in plan.describe() and "saved per call" in plan.describe()
-    assert plan.backward.saved_bytes(plan.program) == sg.inspect.graph(eager(x)).graph_only_bytes
+    assert plan.backward.saved_bytes(plan.graph) == sg.inspect.graph(eager(x)).graph_only_bytes
+
+
+# ---- what crosses from forward to backward: saved or recomputed -----------------------------------
+
+def _gelu_mlp():
+    sg.manual_seed(3)
+    return sg.nn.Sequential(sg.nn.Linear(4, 16), sg.nn.LayerNorm(16), sg.nn.Linear(16, 32), sg.nn.GELU(),
+                            sg.nn.Linear(32, 3))
+
+
+@pytest.mark.bitexact
+def test_the_automatic_partition_recomputes_cheap_chains_and_stays_bit_exact():
+    """partition="auto" runs the GELU and the layer norm again in the backward instead of keeping
+    their outputs: fewer bytes per call than eager's graph, and the same training, bit for bit.
+    partition="eager" keeps exactly what eager's graph keeps."""
+    eager = _gelu_mlp()
+    models = {p: sg.compile(_gelu_mlp(), partition=p) for p in ("auto", "eager")}
+    opts = {p: sg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for p, m in models.items()}
+    opt_e = sg.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    for x, y in _batches(4):
+        for net, opt in [(eager, opt_e)] + [(models[p], opts[p]) for p in models]:
+            opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            opt.step()
+        for model in models.values():
+            assert _same_parameters(eager, model)
+    x = _batches(1)[0][0]
+    eager_bytes = sg.inspect.graph(eager(x)).graph_only_bytes
+    auto, saving = models["auto"].plan, models["eager"].plan
+    assert sorted(auto.backward.recomputed) == ["gelu", "layer_norm_affine"]
+    assert saving.backward.recomputed == []
+    assert saving.backward.saved_bytes(saving.graph) == eager_bytes
+    # the GELU's output (5x32) and the layer norm's (5x16) and its statistics are no longer kept
+    assert auto.backward.saved_bytes(auto.graph) == eager_bytes - 4 * (5 * 32 + 5 * 16 + 2 * 5)
+    assert "partition 'auto', 2 forward op(s) run again" in auto.describe()
+    assert f"({auto.backward.saved_bytes(auto.graph) / eager_bytes:.2f}x the" in auto.describe()
+
+
+def test_a_chain_is_never_recomputed_from_an_argument_or_an_output():
+    """Recomputing from what the user holds could see an in-place change eager's saved copy would
+    not: a GELU of the argument, and one whose output is returned, stay saved."""
+    w = sg.randn(6, 6, requires_grad=True)
+
+    def of_argument(x):
+        return F.gelu(x) @ w
+
+    def returns_it(x):
+        h = F.gelu(x @ w)
+        return h, h @ w
+
+    for fn in (of_argument, returns_it):
+        compiled = sg.compile(fn)
+        x = sg.randn(2, 6)
+        for _ in range(3):
+            out = compiled(x)
+            (out[1] if isinstance(out, tuple) else out).sum().backward()
+        assert compiled.plan.backward.recomputed == []
+
+
+def test_changing_a_layer_norm_bias_before_backward_raises_as_pytorch():
+    """A recomputed layer norm reads its weight and bias in the backward, held with their version
+    counters: changing the bias in place between forward and backward raises, as PyTorch does
+    (its layer norm saves the bias)."""
+    torch = pytest.importorskip("torch")
+    model = sg.compile(_gelu_mlp())
+    x = _batches(1)[0][0]
+    for _ in range(3):
+        model(x).sum().backward()
+    assert "layer_norm_affine" in model.plan.backward.recomputed
+    out = model(x).sum()
+    with sg.no_grad():
+        model[1].bias.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as ours:
+        out.backward()
+    t_ln, t_lin = torch.nn.LayerNorm(16), torch.nn.Linear(16, 3)
+    t_out = t_lin(t_ln(torch.randn(5, 16))).sum()
+    with torch.no_grad():
+        t_ln.bias.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as theirs:
+        t_out.backward()
+    assert str(ours.value).split(";")[0].split("[")[0] == str(theirs.value).split(";")[0].split("[")[0]
+
+
+def test_an_unknown_partition_is_refused():
+    with pytest.raises(ValueError, match="partition must be one of"):
+        sg.compile(_mlp(), partition="min-cut")

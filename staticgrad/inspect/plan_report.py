@@ -145,11 +145,14 @@ def describe(plan) -> str:
 def backward_summary(plan) -> str:
     """What each call of a compiled model keeps for its backward, and the backward program."""
     b = plan.backward
-    saved = b.saved_bytes(plan.program)
+    saved = b.saved_bytes(plan.graph)
     held = len(b.layout.arg_inputs) + len(b.captured_tensors)
+    eager = b.trace.eager_saved_bytes
+    against = f" ({saved / eager:.2f}x the {_size(eager)} eager's graph keeps)" if eager else ""
     return (f"backward: {len(b.graph.ops)} ops, arena {_size(b.program.arena_bytes)}; saved per call: "
-            f"{_size(saved)} in arrays of its own, plus {held} argument/captured tensor(s) and views of "
-            "them held by reference")
+            f"{_size(saved)} in arrays of its own{against}, plus {held} argument/captured tensor(s) and views "
+            f"of them held by reference; partition {b.partition!r}, {len(b.recomputed)} forward op(s) run again "
+            "in the backward instead of saved")
 
 
 def render(plan, path: str) -> None:

@@ -17,7 +17,7 @@ argument computed by eager code passes its gradient on into the eager graph befo
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 
 import numpy as np
@@ -31,6 +31,7 @@ from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.ir import Graph
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
+from staticgrad.inspect import autograd_graph
 from staticgrad.ops.registry import OpDef, Save
 from staticgrad.runtime.replay import CompiledReplay
 
@@ -49,6 +50,7 @@ class BackwardTrace:
     placeholders: list
     wrt: list
     grads: list             # tape value, or None where the output does not depend on it
+    eager_saved_bytes: int = 0   # what the traced call's eager graph alone held for its backward
 
 
 def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTrace | None:
@@ -82,7 +84,9 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
     if tracer.failure is not None:
         return None
     grad_values = [None if g is None else tracer.read(g) for g in grads]
-    return BackwardTrace(outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
+    eager_saved = autograd_graph.graph(*[o for _, o in live]).graph_only_bytes
+    return BackwardTrace(eager_saved_bytes=eager_saved,
+                         outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
                          placeholders=placeholders,
                          wrt=[("input", k) if kind == "input" else ("captured", t) for kind, k, t in wrt],
                          grads=grad_values)
@@ -92,9 +96,15 @@ class Unsupported(Exception):
     """The recording cannot be split into a forward and a backward program (the reason says why)."""
 
 
-def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list, outputs: list) -> tuple:
+PARTITIONS = ("auto", "eager")
+
+
+def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list, outputs: list,
+          partition: str = "auto") -> tuple:
     """(forward graph, backward graph, layout) from the joint recording. ``layout`` says where each
-    backward input comes from: saved forward results, arguments, captured tensors."""
+    backward input comes from: saved forward results, arguments, captured tensors. ``partition``
+    "eager" saves what eager's graph saves; "auto" recomputes cheap forward chains inside the
+    backward where that saves fewer bytes (``recompute_cheap_chains``)."""
     backward_ops = [op for op in joint.ops if joint.values[op.outputs[0]].phase == "backward"]
     forward_ops = [op for op in joint.ops if joint.values[op.outputs[0]].phase != "backward"]
     made_in_backward = {v for op in backward_ops for v in op.outputs}
@@ -105,6 +115,15 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
     made_in_forward = {v for op in forward_ops for v in op.outputs}
     placeholders = list(trace.placeholders)
     args = list(joint.inputs[:n_inputs])
+    recomputed = []
+    if partition == "auto":
+        output_values = {joint.results[outputs[position][1]] for position in trace.outputs}
+        written = {target for _, target in joint.writebacks}
+        readable = {v for v, (kind, _) in zip(joint.captured, captured_sources)
+                    if kind == "tensor" and v not in written}
+        recomputed = recompute_cheap_chains(joint, forward_ops, backward_ops, trace, output_values, readable)
+        backward_ops = recomputed + backward_ops
+        made_in_backward |= {v for op in recomputed for v in op.outputs}
     reads = []
     for v in [v for op in backward_ops for v in op.inputs] + [g for g in trace.grads if g is not None]:
         if v not in made_in_backward and v not in placeholders and v not in reads:
@@ -165,8 +184,72 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
     layout = Layout(saved_results=[forward_results.index(v) for v in saved],
                     arg_inputs=[args.index(v) for v in arg_reads],
                     captured=[joint.captured.index(v) for v in captured_reads], saved_owners=owners,
-                    output_owners=output_owners)
+                    output_owners=output_owners, recomputed=recomputed, partition=partition)
     return forward, backward, layout
+
+
+# Ops worth running again in the backward rather than keeping their results: elementwise ops and
+# views, and layer norm (one pass over rows it reads anyway for its own backward).
+_CHEAP_OTHER = frozenset(("layer_norm", "layer_norm_weight", "layer_norm_bias", "layer_norm_affine"))
+
+
+def recompute_cheap_chains(joint: Graph, forward_ops: list, backward_ops: list, trace: BackwardTrace,
+                           output_values: set, readable_captured: set) -> list:
+    """Forward ops to run again inside the backward instead of saving their results, where that
+    keeps fewer bytes per call: a GELU's output from its saved input, a layer norm's output from
+    its input (which its backward keeps anyway). Only elementwise ops, views and layer norm;
+    never matmuls, convolutions, softmax, reductions or random ops. A chain reads only the call's
+    own forward values, constants, and captured tensors in ``readable_captured`` (held with their
+    version counters, so an in-place change before backward raises, as PyTorch's saved weight
+    and bias do); never an argument or an output, which the user may change in place before
+    backward where eager's saved result would not see it. Returns the ops, in forward order."""
+    producer = {v: op for op in forward_ops for v in op.outputs}
+    roots = alias_roots(joint.with_ops(forward_ops))
+    made_in_backward = {v for op in backward_ops for v in op.outputs}
+    placeholders = set(trace.placeholders)
+    kept = set()
+    for v in [v for op in backward_ops for v in op.inputs] + [g for g in trace.grads if g is not None]:
+        if v not in made_in_backward and v not in placeholders and v in producer:
+            kept.add(v)
+    outside = set(joint.inputs) | set(joint.captured) | {roots.get(v, v) for v in output_values} | output_values
+
+    def private(v) -> bool:   # a forward value only the call's own memory holds
+        return v in producer and roots.get(v, v) not in outside
+
+    def readable(u) -> bool:
+        return private(u) or u in joint.constants or u in readable_captured
+
+    def cost(values) -> int:
+        return sum(joint.values[r].nbytes for r in {roots.get(v, v) for v in values})
+
+    recompute = {}
+    changed = True
+    while changed:
+        changed = False
+        for v in sorted(kept, reverse=True):   # later values first: a chain is followed backwards
+            op = producer[v]
+            cheap = op.opdef.kind in ("elementwise", "view") or op.op in _CHEAP_OTHER
+            if v not in kept or not cheap or not all(private(out) for out in op.outputs):
+                continue
+            if not all(readable(u) for u in op.inputs):
+                continue
+            after = (kept - set(op.outputs)) | {u for u in op.inputs if u in producer and u not in recompute}
+            # a view costs nothing to make again: following it may lead to a chain that saves bytes
+            if cost(after) < cost(kept) or (op.opdef.kind == "view" and cost(after) == cost(kept)):
+                for out in op.outputs:
+                    recompute[out] = op
+                kept = after
+                changed = True
+    # a view whose base is kept anyway saved nothing: it stays saved as it was
+    while True:
+        useless = [v for v, op in recompute.items()
+                   if op.opdef.kind == "view" and not any(u in recompute for u in op.inputs)]
+        if not useless:
+            break
+        for v in useless:
+            del recompute[v]
+    order = {id(op): k for k, op in enumerate(forward_ops)}
+    return sorted({id(op): op for op in recompute.values()}.values(), key=lambda op: order[id(op)])
 
 
 @dataclass
@@ -176,6 +259,8 @@ class Layout:
     captured: list        # index into the plan's captured sources of each captured tensor it reads
     saved_owners: list    # per saved value: ("input", k), ("captured", i), ("output", j) or None
     output_owners: list   # per differentiable output: whose view it is, in the same form
+    recomputed: list = field(default_factory=list)   # forward ops the backward runs again (not saved)
+    partition: str = "auto"
 
 
 class CompiledBackward:
@@ -185,6 +270,8 @@ class CompiledBackward:
         positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
         graph, self.pass_report, _ = run_pipeline(graph)
         self.graph = graph
+        self.partition = layout.partition
+        self.recomputed = [op.op for op in layout.recomputed]
         self.program = plan_program(graph)
         self.replay = CompiledReplay(self.program, generate(self.program))
         self.trace = trace
@@ -231,20 +318,20 @@ class CompiledBackward:
         self._saved_plan = [(name, remap[index], owner) for name, index, owner in self._saved_plan]
         return [_replace(g, results=[g.results[i] for i in keep]) for g in (graph, *others)]
 
-    def saved_bytes(self, forward_program) -> int:
-        """Bytes of forward values each call keeps for its backward in arrays of its own (views of
-        arguments, captured tensors or outputs are not counted: that memory is theirs)."""
-        shapes = forward_program.shapes
-        dtypes = {spec.slot: spec.dtype for spec in forward_program.buffers}
-        total = 0
+    def saved_bytes(self, forward_graph: Graph) -> int:
+        """Bytes of forward memory each call keeps for its backward: the buffers its saved values
+        live in, each counted once (a view of another saved value, or of a buffer, keeps that
+        buffer). Views of arguments, captured tensors or outputs are not counted: that memory is theirs."""
+        roots = alias_roots(forward_graph)
+        kept = set()
         for index, owner in zip(self.layout.saved_results, self.layout.saved_owners):
-            if owner is not None:
-                continue
-            slot = forward_program.result_slots[index]
-            shape = shapes.get(slot, ())
-            dtype = dtypes.get(slot)
-            itemsize = dtype.itemsize if dtype is not None else 4
-            total += int(np.prod(shape, dtype=np.int64)) * itemsize
+            if owner is None:
+                vid = forward_graph.results[index]
+                kept.add(roots.get(vid, vid))
+        total = 0
+        for root in kept:
+            value = forward_graph.values[root]
+            total += int(np.prod(value.shape, dtype=np.int64)) * np.dtype(value.dtype).itemsize
         return total
 
     def attach(self, leaves: list, results: list, flat: list, scalars: list) -> None:
@@ -330,8 +417,8 @@ def _no_forward(*arrays, out=None, **attrs):
 
 
 def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list,
-                     outputs: list) -> tuple:
+                     outputs: list, partition: str = "auto") -> tuple:
     """(forward graph, CompiledBackward) for a recording with a backward trace; ``outputs`` are the
     record's output specs."""
-    forward, backward, layout = split(joint, trace, n_inputs, captured_sources, outputs)
+    forward, backward, layout = split(joint, trace, n_inputs, captured_sources, outputs, partition)
     return forward, CompiledBackward(backward, trace, layout, captured_sources)

@@ -30,7 +30,7 @@ from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.nn.module import Module
-from staticgrad.record.backward import Unsupported, compile_backward, record_backward
+from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
 from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
@@ -58,29 +58,35 @@ class CompileStats:
 MAX_PLANS = 8
 
 
-def compile(fn=None, *, fallback: str = "error", max_plans: int = MAX_PLANS):
+def compile(fn=None, *, fallback: str = "error", max_plans: int = MAX_PLANS, partition: str = "auto"):
     """Compile ``fn`` (a model function or a whole training step) for record-and-replay.
 
     ``fallback="error"`` raises ``staticgrad.TraceError`` when a call does something a replay
     cannot repeat; ``fallback="eager"`` runs such calls eagerly instead (warning once).
     ``max_plans`` caps the plans kept: past it, calls that would trace a new plan (a new batch
-    size, a changed module...) run eagerly, with one warning naming what keeps changing."""
+    size, a changed module...) run eagerly, with one warning naming what keeps changing.
+    ``partition`` decides what a compiled model keeps per call for its backward: ``"auto"``
+    recomputes cheap elementwise chains in the backward where that keeps fewer bytes (a GELU's
+    output from its input); ``"eager"`` keeps exactly what eager's graph keeps."""
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     if not isinstance(max_plans, int) or max_plans < 1:
         raise ValueError(f"max_plans must be a positive int, got {max_plans!r}")
+    if partition not in PARTITIONS:
+        raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
     if fn is None:
-        return functools.partial(compile, fallback=fallback, max_plans=max_plans)
+        return functools.partial(compile, fallback=fallback, max_plans=max_plans, partition=partition)
     if isinstance(fn, Module):
-        return CompiledModule(fn, CompiledFunction(fn, fallback, max_plans))
-    return CompiledFunction(fn, fallback, max_plans)
+        return CompiledModule(fn, CompiledFunction(fn, fallback, max_plans, partition))
+    return CompiledFunction(fn, fallback, max_plans, partition)
 
 
 class CompiledFunction:
-    def __init__(self, fn, fallback: str, max_plans: int = MAX_PLANS):
+    def __init__(self, fn, fallback: str, max_plans: int = MAX_PLANS, partition: str = "auto"):
         self.fn = fn
         self.fallback = fallback
         self.max_plans = max_plans
+        self.partition = partition
         self.stats = CompileStats()
         self._cache: dict = {}
         self._warned = False
@@ -211,7 +217,7 @@ class CompiledFunction:
         if backward is not None:
             try:
                 forward_graph, compiled_backward = compile_backward(record.graph, backward, n_inputs, record.captured,
-                                                                      record.outputs)
+                                                                      record.outputs, self.partition)
             except Unsupported as error:
                 record.failure = f"its outputs' backward cannot be compiled: {error}"
                 return Plan(record, key)

@@ -157,7 +157,7 @@ def test_layer_norm_double_backward(dtype):
 
 # ---- layouts, out and mixed dtypes take the same numbers ---------------------------------------------
 
-def _forwards(x, g, w, b):
+def _forwards(x, g):
     """(name, call(x, g, out)) for each op with a row loop, on arrays of x's shape (rows of 16)."""
     y = OPS["softmax"].forward(np.ascontiguousarray(x), dim=-1)
     ly = OPS["log_softmax"].forward(np.ascontiguousarray(x), dim=-1)
@@ -175,7 +175,7 @@ def _forwards(x, g, w, b):
 def test_row_loops_take_any_layout_and_out():
     base = rng.standard_normal((16, 12)).astype(np.float32)
     x, g = base.T, rng.standard_normal((12, 16)).astype(np.float32)   # x: a transposed view
-    for name, call in _forwards(x, g, None, None):
+    for name, call in _forwards(x, g):
         expected = call(np.ascontiguousarray(x), g, None)
         assert call(x, g, None).tobytes() == expected.tobytes(), name
         for out in (np.full((12, 16), 7.0, np.float32), np.full((12, 32), 7.0, np.float32)[:, ::2]):

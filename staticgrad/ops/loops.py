@@ -1,9 +1,11 @@
-"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling, ReLU's backward.
+"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling, ReLU's backward, and
+softmax, log-softmax and layer norm over short rows.
 
 The op forwards call these (eager dispatch and replay alike), so eager and replay compute the
 same numbers. Each loop performs, per element, exactly the IEEE operations written in it: no
 fastmath, so LLVM neither reassociates nor contracts into FMAs, and its vector body and scalar
-remainder agree bit for bit. Arrays come in C-contiguous, flat or as (planes, H, W).
+remainder agree bit for bit. The one exception, the row sums, is described where they are.
+Arrays come in C-contiguous, flat, as (planes, H, W) or as (rows, n).
 
 Loaded on an op's first call, not with staticgrad (loading Numba takes about half a second).
 Compiled code is cached next to this file (``cache=True``); where Numba finds no writable cache
@@ -18,11 +20,11 @@ import numba
 import numpy as np
 
 
-def _jit(function):
+def _jit(function, fastmath=False):
     try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy")(function)
+        return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=fastmath)(function)
     except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(nogil=True, error_model="numpy")(function)
+        return numba.njit(nogil=True, error_model="numpy", fastmath=fastmath)(function)
 
 
 # ---- erf ----------------------------------------------------------------------------------------
@@ -240,10 +242,7 @@ def max_pool2d_backward(g, indices, out):
 # every other operation in these loops is the plain IEEE one written.
 
 def _jit_reassociating(function):
-    try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})(function)
-    except RuntimeError:
-        return numba.njit(nogil=True, error_model="numpy", fastmath={"reassoc"})(function)
+    return _jit(function, fastmath={"reassoc"})
 
 
 @_jit_reassociating

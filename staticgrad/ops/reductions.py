@@ -259,11 +259,6 @@ def row_operands(*arrays):
     return [np.ascontiguousarray(a).reshape(-1, a.shape[-1]) for a in arrays]
 
 
-def _empty_result(result, out):
-    """What an op gives for an empty input (PyTorch: an empty result; NumPy's max would raise)."""
-    return result if out is None else out
-
-
 def _softmax(a, out=None, dim=-1):
     if over_last_axis(dim, a):
         (x,) = row_operands(a)
@@ -273,8 +268,8 @@ def _softmax(a, out=None, dim=-1):
         np.exp(flat, out=flat)
         loops.divide_by_row_sum(rows, a.dtype.type(0))
         return loop_result(flat, a.shape, a.dtype, out)
-    if a.size == 0:
-        return _empty_result(np.exp(a), out)
+    if a.size == 0:  # an empty result, as PyTorch (NumPy's max of an empty row raises)
+        return np.exp(a) if out is None else out
     shifted = as_array(a - np.max(a, axis=dim, keepdims=True))
     np.exp(shifted, out=shifted)
     return np.true_divide(shifted, np.sum(shifted, axis=dim, keepdims=True), out=out)
@@ -327,8 +322,8 @@ def _log_softmax(a, out=None, dim=-1):
         loops.shift_by_row_max(x, rows)
         loops.subtract_log_row_sum(np.exp(rows), rows, a.dtype.type(0))
         return loop_result(flat, a.shape, a.dtype, out)
-    if a.size == 0:
-        return _empty_result(np.exp(a), out)
+    if a.size == 0:  # an empty result, as PyTorch (NumPy's max of an empty row raises)
+        return np.exp(a) if out is None else out
     shifted = a - np.max(a, axis=dim, keepdims=True)
     lse = np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
     return np.subtract(shifted, lse, out=out)

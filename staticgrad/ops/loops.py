@@ -302,11 +302,13 @@ def row_max(a, r):
 
 
 @_jit
-def shift_by_row_max(x, out):
-    """out = x - max(x row); a row of -inf gives NaN (-inf - -inf), as PyTorch's softmax."""
+def shift_by_row_max(x, out, peaks):
+    """out = x - max(x row), the maxima kept in peaks (rows,); a row of -inf gives NaN
+    (-inf - -inf), as PyTorch's softmax."""
     rows, n = x.shape
     for r in range(rows):
         peak = row_max(x, r)
+        peaks[r] = peak
         for j in range(n):
             out[r, j] = x[r, j] - peak
 
@@ -322,13 +324,15 @@ def divide_by_row_sum(out, zero):
 
 
 @_jit
-def subtract_log_row_sum(exps, out, zero):
-    """out -= log(sum(exps row)): log-softmax's last pass, out = x - max, exps = exp(out)."""
+def log_softmax_last_pass(x, peaks, out, zero):
+    """out = (x - peak) - log(sum(out row)), out = exp(x - peak) on entry: log-softmax's last
+    pass, taking x - peak again (the same operation, so the same value) instead of a copy."""
     rows, n = out.shape
     for r in range(rows):
-        lse = math.log(row_sum(exps, r, zero))
+        lse = math.log(row_sum(out, r, zero))
+        peak = peaks[r]
         for j in range(n):
-            out[r, j] = out[r, j] - lse
+            out[r, j] = (x[r, j] - peak) - lse
 
 
 @_jit

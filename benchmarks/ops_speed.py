@@ -1,5 +1,5 @@
-"""How fast are the ops NumPy has no fast loop for (GELU, max pooling, ReLU's backward), alone
-and inside the training steps that use them, against PyTorch?
+"""How fast are the ops NumPy has no fast loop for (GELU, max pooling, ReLU's backward, softmax,
+log-softmax, layer norm), alone and inside the training steps that use them, against PyTorch?
 
     python benchmarks/ops_speed.py [--rounds 10] [--threads 1] [--only ops cnn lm]
 
@@ -72,6 +72,65 @@ def op_rows(rng):
     y, ty = np.maximum(x, 0), torch.relu(tx)
     rows.append(("threshold_backward 32x8x28x28", lambda g=g, y=y: OPS["threshold_backward"].forward(g, y, threshold=0),
                  lambda tg=tg, ty=ty: torch.ops.aten.threshold_backward(tg, ty, 0)))
+    return rows + softmax_rows(arrays) + layer_norm_rows(arrays)
+
+
+def softmax_rows(arrays):
+    """softmax over the LM's causal attention scores (-inf above the diagonal) and a large shape;
+    log_softmax over cross_entropy's logits (256 rows of the LM's vocabulary, of 128 classes, and a
+    large shape); each with its backward."""
+    import torch
+
+    rows = []
+    heads, steps = LM_HEADS, LM_CONTEXT
+    for shape in ((LM_BATCH, heads, steps, steps), (16, 8, 128, 128)):
+        x, tx = arrays(*shape)
+        causal = np.triu(np.ones(shape[-2:], bool), 1)
+        x[..., causal] = -np.inf
+        tx[..., torch.from_numpy(causal)] = -math.inf
+        g, tg = arrays(*shape)
+        y, ty = OPS["softmax"].forward(x, dim=-1), torch._softmax(tx, -1, False)
+        label = "x".join(map(str, shape))
+        rows.append((f"softmax {label}", lambda x=x: OPS["softmax"].forward(x, dim=-1),
+                     lambda tx=tx: torch._softmax(tx, -1, False)))
+        rows.append((f"softmax_backward {label}", lambda g=g, y=y: OPS["softmax_backward"].forward(g, y, dim=-1),
+                     lambda tg=tg, ty=ty: torch._softmax_backward_data(tg, ty, -1, torch.float32)))
+    for shape in ((LM_BATCH * LM_CONTEXT, LM_VOCAB), (LM_BATCH * LM_CONTEXT, 128), (4096, 1024)):
+        x, tx = arrays(*shape)
+        g, tg = arrays(*shape)
+        y, ty = OPS["log_softmax"].forward(x, dim=1), torch._log_softmax(tx, 1, False)
+        label = "x".join(map(str, shape))
+        rows.append((f"log_softmax {label}", lambda x=x: OPS["log_softmax"].forward(x, dim=1),
+                     lambda tx=tx: torch._log_softmax(tx, 1, False)))
+        rows.append((f"log_softmax_backward {label}",
+                     lambda g=g, y=y: OPS["log_softmax_backward"].forward(g, y, dim=1),
+                     lambda tg=tg, ty=ty: torch._log_softmax_backward_data(tg, ty, 1, torch.float32)))
+    return rows
+
+
+def layer_norm_rows(arrays):
+    """layer_norm with weight and bias over the LM's features, and a large shape; and its backward."""
+    import torch
+
+    rows = []
+    for shape in ((LM_BATCH, LM_CONTEXT, LM_DIM), (32, 128, 512)):
+        x, tx = arrays(*shape)
+        g, tg = arrays(*shape)
+        w, tw = arrays(shape[-1])
+        b, tb = arrays(shape[-1])
+        features = (shape[-1],)
+        _, mean, rstd = OPS["layer_norm_affine"].forward(x, w, b, normalized_shape=features, eps=1e-5)
+        _, t_mean, t_rstd = torch.native_layer_norm(tx, list(features), tw, tb, 1e-5)
+        label = "x".join(map(str, shape))
+        rows.append((f"layer_norm affine {label}",
+                     lambda x=x, w=w, b=b, f=features: OPS["layer_norm_affine"].forward(x, w, b, normalized_shape=f,
+                                                                                        eps=1e-5),
+                     lambda tx=tx, tw=tw, tb=tb, f=features: torch.native_layer_norm(tx, list(f), tw, tb, 1e-5)))
+        rows.append((f"layer_norm_backward affine {label}",
+                     lambda g=g, x=x, m=mean, r=rstd, w=w, f=features: OPS["layer_norm_backward_affine"].forward(
+                         g, x, m, r, w, normalized_shape=f),
+                     lambda tg=tg, tx=tx, m=t_mean, r=t_rstd, tw=tw, tb=tb, f=features:
+                         torch.ops.aten.native_layer_norm_backward(tg, tx, list(f), m, r, tw, tb, [True, True, True])))
     return rows
 
 

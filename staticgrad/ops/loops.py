@@ -1,9 +1,11 @@
-"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling, ReLU's backward.
+"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling, ReLU's backward, and
+softmax, log-softmax and layer norm over short rows.
 
 The op forwards call these (eager dispatch and replay alike), so eager and replay compute the
 same numbers. Each loop performs, per element, exactly the IEEE operations written in it: no
 fastmath, so LLVM neither reassociates nor contracts into FMAs, and its vector body and scalar
-remainder agree bit for bit. Arrays come in C-contiguous, flat or as (planes, H, W).
+remainder agree bit for bit. The one exception, the row sums, is described where they are.
+Arrays come in C-contiguous, flat, as (planes, H, W) or as (rows, n).
 
 Loaded on an op's first call, not with staticgrad (loading Numba takes about half a second).
 Compiled code is cached next to this file (``cache=True``); where Numba finds no writable cache
@@ -18,11 +20,11 @@ import numba
 import numpy as np
 
 
-def _jit(function):
+def _jit(function, fastmath=False):
     try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy")(function)
+        return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=fastmath)(function)
     except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(nogil=True, error_model="numpy")(function)
+        return numba.njit(nogil=True, error_model="numpy", fastmath=fastmath)(function)
 
 
 # ---- erf ----------------------------------------------------------------------------------------
@@ -223,3 +225,191 @@ def max_pool2d_backward(g, indices, out):
             else:
                 bad += 1
     return bad
+
+
+# ---- rows: softmax, log-softmax and layer norm over the last axis of (rows, n) ------------------
+#
+# NumPy reduces short rows slowly (np.max over rows of 32 costs ~1.7 ns an element, 8x an
+# elementwise pass); these loops take one row at a time, indexing the 2-D arrays directly (a row
+# view per row would cost reference counting). exp stays NumPy's (its SIMD exp is ~5x faster
+# than a scalar one here): a forward runs in passes around it, passing the exp through ``out``.
+#
+# The row sums alone are compiled with fastmath={"reassoc"}: LLVM may then add a row in vector
+# lanes (6x faster than a scalar chain), and does. Only the order of the additions changes (no
+# FMA contraction, no assumptions about NaN or infinities), and that order is fixed by the
+# compiled code: it depends on the row length and the CPU's vector width, never on the data, the
+# row or the alignment. Eager and replay call the same compiled loop, so they agree bit for bit;
+# every other operation in these loops is the plain IEEE one written.
+
+def _jit_reassociating(function):
+    return _jit(function, fastmath={"reassoc"})
+
+
+@_jit_reassociating
+def row_sum(a, r, zero):
+    """Sum of row r of a (rows, n)."""
+    total = zero
+    for j in range(a.shape[1]):
+        total += a[r, j]
+    return total
+
+
+@_jit_reassociating
+def row_dot(a, ra, b, rb, zero):
+    """Sum of a[ra] * b[rb] (rows of two (rows, n) arrays)."""
+    total = zero
+    for j in range(a.shape[1]):
+        total += a[ra, j] * b[rb, j]
+    return total
+
+
+@_jit
+def row_max(a, r):
+    """Largest of row r of a (rows, n >= 1), in eight lanes: lane k takes the elements j = k mod 8
+    of the whole blocks of eight, the rest joins lane 0, then the lanes meet in a fixed tree. A
+    NaN may or may not win: the softmax loops need no more, since a NaN in a row makes its sum,
+    and so the whole row, NaN."""
+    n = a.shape[1]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a[r, 0]
+    for k in range(n // 8):
+        j = 8 * k
+        v = a[r, j]
+        m0 = v if v > m0 else m0
+        v = a[r, j + 1]
+        m1 = v if v > m1 else m1
+        v = a[r, j + 2]
+        m2 = v if v > m2 else m2
+        v = a[r, j + 3]
+        m3 = v if v > m3 else m3
+        v = a[r, j + 4]
+        m4 = v if v > m4 else m4
+        v = a[r, j + 5]
+        m5 = v if v > m5 else m5
+        v = a[r, j + 6]
+        m6 = v if v > m6 else m6
+        v = a[r, j + 7]
+        m7 = v if v > m7 else m7
+    for j in range(n - n % 8, n):
+        v = a[r, j]
+        m0 = v if v > m0 else m0
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    return m4 if m4 > m0 else m0
+
+
+@_jit
+def shift_by_row_max(x, out, peaks):
+    """out = x - max(x row), the maxima kept in peaks (rows,); a row of -inf gives NaN
+    (-inf - -inf), as PyTorch's softmax."""
+    rows, n = x.shape
+    for r in range(rows):
+        peak = row_max(x, r)
+        peaks[r] = peak
+        for j in range(n):
+            out[r, j] = x[r, j] - peak
+
+
+@_jit
+def divide_by_row_sum(out, zero):
+    """out /= sum(out row): softmax's last pass, out = exp(x - max) on entry."""
+    rows, n = out.shape
+    for r in range(rows):
+        total = row_sum(out, r, zero)
+        for j in range(n):
+            out[r, j] = out[r, j] / total
+
+
+@_jit
+def log_softmax_last_pass(x, peaks, out, zero):
+    """out = (x - peak) - log(sum(out row)), out = exp(x - peak) on entry: log-softmax's last
+    pass, taking x - peak again (the same operation, so the same value) instead of a copy."""
+    rows, n = out.shape
+    for r in range(rows):
+        lse = math.log(row_sum(out, r, zero))
+        peak = peaks[r]
+        for j in range(n):
+            out[r, j] = (x[r, j] - peak) - lse
+
+
+@_jit
+def softmax_backward(g, y, out, zero):
+    """out = y * (g - sum(g * y row))."""
+    rows, n = g.shape
+    for r in range(rows):
+        total = row_dot(g, r, y, r, zero)
+        for j in range(n):
+            out[r, j] = y[r, j] * (g[r, j] - total)
+
+
+@_jit
+def log_softmax_backward(g, out, zero):
+    """out = g - out * sum(g row), out = exp(y) on entry."""
+    rows, n = g.shape
+    for r in range(rows):
+        total = row_sum(g, r, zero)
+        for j in range(n):
+            out[r, j] = g[r, j] - out[r, j] * total
+
+
+@_jit
+def layer_norm(x, weight, bias, has_weight, has_bias, eps, out, mean, rstd, count, one):
+    """Per row: mean, rstd = 1 / sqrt(var + eps) (var the mean square of x - mean), and
+    out = (x - mean) * rstd, times weight and plus bias when given, in that order. count is n
+    in the arrays' dtype; weight and bias are (n,) (any, when not given)."""
+    rows, n = x.shape
+    zero = one - one
+    for r in range(rows):
+        mu = row_sum(x, r, zero) / count
+        for j in range(n):  # out holds x - mean until the last pass
+            out[r, j] = x[r, j] - mu
+        inv = one / math.sqrt(row_dot(out, r, out, r, zero) / count + eps)
+        mean[r] = mu
+        rstd[r] = inv
+        if has_weight and has_bias:
+            for j in range(n):
+                out[r, j] = out[r, j] * inv * weight[j] + bias[j]
+        elif has_weight:
+            for j in range(n):
+                out[r, j] = out[r, j] * inv * weight[j]
+        elif has_bias:
+            for j in range(n):
+                out[r, j] = out[r, j] * inv + bias[j]
+        else:
+            for j in range(n):
+                out[r, j] = out[r, j] * inv
+
+
+@_jit
+def layer_norm_backward(g, x, mean, rstd, weight, has_weight, out, scaled, grad_weight, grad_bias, count):
+    """Per row, with xhat = (x - mean) * rstd and gw = g * weight (g itself without a weight):
+    out = ((gw - mean(gw)) - xhat * mean(gw * xhat)) * rstd. With a weight, also grad_weight =
+    sum of g * xhat and grad_bias = sum of g, over the rows in order. out holds xhat until the
+    row's last pass, and scaled (1, n) gw."""
+    rows, n = g.shape
+    zero = count - count
+    if has_weight:
+        grad_weight[:] = zero
+        grad_bias[:] = zero
+    for r in range(rows):
+        mu, inv = mean[r], rstd[r]
+        for j in range(n):
+            out[r, j] = (x[r, j] - mu) * inv
+        if has_weight:
+            for j in range(n):
+                v = g[r, j]
+                grad_weight[j] += v * out[r, j]
+                grad_bias[j] += v
+                scaled[0, j] = v * weight[j]
+            mean_gw = row_sum(scaled, 0, zero) / count
+            mean_gw_xhat = row_dot(scaled, 0, out, r, zero) / count
+            for j in range(n):
+                out[r, j] = ((scaled[0, j] - mean_gw) - out[r, j] * mean_gw_xhat) * inv
+        else:
+            mean_gw = row_sum(g, r, zero) / count
+            mean_gw_xhat = row_dot(g, r, out, r, zero) / count
+            for j in range(n):
+                out[r, j] = ((g[r, j] - mean_gw) - out[r, j] * mean_gw_xhat) * inv

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from staticgrad.ops.elementwise import broadcast_error, loop_operands, loop_output, loop_result
+from staticgrad.ops.reductions import ROW_LOOP_DTYPES, row_operands
 from staticgrad.ops.registry import OpDef, Save, jit_loops, lit, register
 
 
@@ -89,7 +90,9 @@ register(OpDef("gelu_backward", _gelu_bw, "elementwise", "GeluBackwardBackward0"
 #
 # Forward returns (y, mean, rstd), as PyTorch's native_layer_norm does; mean and rstd are saved
 # for backward. Every backward formula gives partial derivatives with respect to its direct
-# inputs, mean and rstd included, so gradients of any order are exact.
+# inputs, mean and rstd included, so gradients of any order are exact. On float32 or float64 the
+# forward and the backward ops run one Numba loop over the rows (staticgrad.ops.loops), eager and
+# replay alike; other dtypes and shapes take NumPy's reductions.
 
 def _axes(ndim: int, normalized_shape) -> tuple:
     return tuple(range(ndim - len(normalized_shape), ndim))
@@ -104,6 +107,10 @@ def _layer_norm_forward(has_weight: bool, has_bias: bool):
         if not normalized_shape:  # PyTorch's check: an empty shape would normalize over nothing
             raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
                                f"least one element, but got normalized_shape = {list(normalized_shape)}")
+        weight = params[0] if has_weight else None
+        bias = params[-1] if has_bias else None
+        if _row_loops_apply(x, normalized_shape, weight, bias):
+            return _layer_norm_rows(x, weight, bias, normalized_shape, eps)
         axes = _axes(x.ndim, normalized_shape)
         mean = np.mean(x, axis=axes, keepdims=True)
         centered = x - mean
@@ -116,6 +123,31 @@ def _layer_norm_forward(has_weight: bool, has_bias: bool):
             y += params[-1]
         return y, mean, rstd
     return forward
+
+
+def _row_loops_apply(x, normalized_shape, *others) -> bool:
+    """The row loops of staticgrad.ops.loops apply: non-empty float32 or float64 arrays of one
+    dtype, the trailing dims of x equal to normalized_shape and each parameter of that shape.
+    A choice made on shapes and dtypes only, so eager and replay take the same path."""
+    shape = tuple(normalized_shape)
+    if x.dtype not in ROW_LOOP_DTYPES or x.size == 0 or x.shape[x.ndim - len(shape):] != shape:
+        return False
+    return all(a is None or (a.dtype == x.dtype and a.shape == shape) for a in others)
+
+
+def _layer_norm_rows(x, weight, bias, normalized_shape, eps):
+    """(y, mean, rstd) from one Numba loop over the rows of x's normalized dims."""
+    n = math.prod(normalized_shape)
+    (rows,) = row_operands(x.reshape(-1, n))
+    T, count = x.dtype.type, rows.shape[0]
+    y, mean, rstd = np.empty(rows.shape, x.dtype), np.empty(count, x.dtype), np.empty(count, x.dtype)
+    unused = np.empty(0, x.dtype)
+    weight_row = unused if weight is None else np.ascontiguousarray(weight).reshape(n)
+    bias_row = unused if bias is None else np.ascontiguousarray(bias).reshape(n)
+    jit_loops().layer_norm(rows, weight_row, bias_row, weight is not None, bias is not None, T(eps), y, mean, rstd,
+                           T(n), T(1))
+    kept = x.shape[:x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
+    return y.reshape(x.shape), mean.reshape(kept), rstd.reshape(kept)
 
 
 def _layer_norm_backward_formula(has_weight: bool, has_bias: bool):
@@ -169,8 +201,35 @@ for _suffix, _has_weight, _has_bias in (("", False, False), ("_weight", True, Fa
                    "NativeLayerNormBackward0", _layer_norm_backward_formula(_has_weight, _has_bias), _saves, "float"))
 
 
+def _layer_norm_bw_rows(g, x, mean, rstd, weight, normalized_shape, out=None):
+    """The row loop's (grad input, grad weight, grad bias), the last two None without a weight."""
+    n = math.prod(normalized_shape)
+    rows_g, rows_x, rows_mean, rows_rstd = row_operands(g.reshape(-1, n), x.reshape(-1, n), mean.reshape(-1, 1),
+                                                        rstd.reshape(-1, 1))
+    flat = loop_output(g.size, g.dtype, out, (g, x, mean, rstd) + (() if weight is None else (weight,)))
+    scaled = np.empty((1, n), g.dtype)  # the loop's scratch row; stands in for what is not given
+    grad_weight = grad_bias = None
+    if weight is not None:
+        grad_weight, grad_bias = np.empty(normalized_shape, g.dtype), np.empty(normalized_shape, g.dtype)
+    jit_loops().layer_norm_backward(
+        rows_g, rows_x, rows_mean.reshape(-1), rows_rstd.reshape(-1),
+        scaled[0] if weight is None else np.ascontiguousarray(weight).reshape(n), weight is not None,
+        flat.reshape(rows_g.shape), scaled, scaled[0] if weight is None else grad_weight.reshape(n),
+        scaled[0] if weight is None else grad_bias.reshape(n), g.dtype.type(n))
+    return loop_result(flat, g.shape, g.dtype, out), grad_weight, grad_bias
+
+
+def _stats_fit(x, mean, rstd, normalized_shape) -> bool:
+    """mean and rstd have the shape layer_norm gives them (x's batch dims, then ones)."""
+    kept = x.shape[:x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
+    return mean.shape == kept and rstd.shape == kept
+
+
 def _layer_norm_bw(g, x, mean, rstd, out=None, normalized_shape=()):
     """rstd * (g - mean(g) - xhat * mean(g * xhat)): the input gradient when there is no weight."""
+    if (g.shape == x.shape and _row_loops_apply(x, normalized_shape) and _stats_fit(x, mean, rstd, normalized_shape)
+            and all(a.dtype == x.dtype for a in (g, mean, rstd))):
+        return _layer_norm_bw_rows(g, x, mean, rstd, None, normalized_shape, out)[0]
     axes = _axes(x.ndim, normalized_shape)
     xhat = (x - mean) * rstd
     centered = g - np.mean(g, axis=axes, keepdims=True)
@@ -180,6 +239,9 @@ def _layer_norm_bw(g, x, mean, rstd, out=None, normalized_shape=()):
 
 def _layer_norm_bw_affine(g, x, mean, rstd, weight, out=None, normalized_shape=()):
     """(grad input, grad weight, grad bias)."""
+    if (g.shape == x.shape and _row_loops_apply(x, normalized_shape, weight)
+            and _stats_fit(x, mean, rstd, normalized_shape) and all(a.dtype == x.dtype for a in (g, mean, rstd))):
+        return _layer_norm_bw_rows(g, x, mean, rstd, weight, tuple(normalized_shape))
     batch = _batch_axes(x.ndim, normalized_shape)
     xhat = (x - mean) * rstd
     return (_layer_norm_bw(g * weight, x, mean, rstd, normalized_shape=normalized_shape),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, as_array, register, with_emit
+from staticgrad.ops.elementwise import loop_output, loop_result
+from staticgrad.ops.registry import OpDef, Save, as_array, jit_loops, register, with_emit
 
 
 def axis_error(shapes, attrs, exc):
@@ -233,8 +234,42 @@ register(OpDef("logsumexp", _logsumexp, "reduction", "LogsumexpBackward0", _logs
 
 
 # ---- softmax family (numerically stable: shift by the max along dim) ------------------------
+#
+# Over the last axis of float32 or float64 arrays, the forwards run the row loops of
+# staticgrad.ops.loops (NumPy reduces short rows slowly); elsewhere NumPy's reductions. The
+# choice depends on shapes, dtypes and dim only, never on a layout, so eager and replay take
+# the same path and compute the same numbers.
+
+ROW_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def over_last_axis(dim, *arrays) -> bool:
+    """The row loops apply: non-empty float32 or float64 arrays of one shape and dtype, reduced
+    over their last axis."""
+    first = arrays[0]
+    if first.dtype not in ROW_LOOP_DTYPES or first.ndim == 0 or first.size == 0:
+        return False
+    if dim % first.ndim != first.ndim - 1:
+        return False
+    return all(a.dtype == first.dtype and a.shape == first.shape for a in arrays[1:])
+
+
+def row_operands(*arrays):
+    """Each array as a C-contiguous (rows, n) matrix, n its last dim."""
+    return [np.ascontiguousarray(a).reshape(-1, a.shape[-1]) for a in arrays]
+
 
 def _softmax(a, out=None, dim=-1):
+    if over_last_axis(dim, a):
+        (x,) = row_operands(a)
+        flat = loop_output(a.size, a.dtype, out, (a,))
+        rows, loops = flat.reshape(x.shape), jit_loops()
+        loops.shift_by_row_max(x, rows, np.empty(len(x), a.dtype))
+        np.exp(flat, out=flat)
+        loops.divide_by_row_sum(rows, a.dtype.type(0))
+        return loop_result(flat, a.shape, a.dtype, out)
+    if a.size == 0:  # an empty result, as PyTorch (NumPy's max of an empty row raises)
+        return np.exp(a) if out is None else out
     shifted = as_array(a - np.max(a, axis=dim, keepdims=True))
     np.exp(shifted, out=shifted)
     return np.true_divide(shifted, np.sum(shifted, axis=dim, keepdims=True), out=out)
@@ -249,6 +284,11 @@ register(OpDef("softmax", _softmax, "reduction", "SoftmaxBackward0", _softmax_ba
 
 
 def _softmax_bw(g, y, out=None, dim=-1):
+    if over_last_axis(dim, g, y):
+        rows_g, rows_y = row_operands(g, y)
+        flat = loop_output(g.size, g.dtype, out, (g, y))
+        jit_loops().softmax_backward(rows_g, rows_y, flat.reshape(rows_g.shape), g.dtype.type(0))
+        return loop_result(flat, g.shape, g.dtype, out)
     total = np.sum(np.multiply(g, y), axis=dim, keepdims=True)
     return np.multiply(y, np.subtract(g, total), out=out)
 
@@ -275,6 +315,17 @@ register(OpDef("softmax_backward", _softmax_bw, "reduction", "SoftmaxBackwardDat
 
 
 def _log_softmax(a, out=None, dim=-1):
+    if over_last_axis(dim, a):
+        (x,) = row_operands(a)
+        flat = loop_output(a.size, a.dtype, out, (a,))
+        rows, loops = flat.reshape(x.shape), jit_loops()
+        peaks = np.empty(len(x), a.dtype)
+        loops.shift_by_row_max(x, rows, peaks)
+        np.exp(flat, out=flat)
+        loops.log_softmax_last_pass(x, peaks, rows, a.dtype.type(0))
+        return loop_result(flat, a.shape, a.dtype, out)
+    if a.size == 0:  # an empty result, as PyTorch (NumPy's max of an empty row raises)
+        return np.exp(a) if out is None else out
     shifted = a - np.max(a, axis=dim, keepdims=True)
     lse = np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
     return np.subtract(shifted, lse, out=out)
@@ -286,6 +337,13 @@ register(OpDef("log_softmax", _log_softmax, "reduction", "LogSoftmaxBackward0",
 
 
 def _log_softmax_bw(g, y, out=None, dim=-1):
+    if over_last_axis(dim, g, y):
+        rows_g, rows_y = row_operands(g, y)
+        flat = loop_output(g.size, g.dtype, out, (g, y))
+        rows = flat.reshape(rows_g.shape)
+        np.exp(rows_y, out=rows)
+        jit_loops().log_softmax_backward(rows_g, rows, g.dtype.type(0))
+        return loop_result(flat, g.shape, g.dtype, out)
     total = np.sum(g, axis=dim, keepdims=True)
     return np.subtract(g, np.exp(y) * total, out=out)
 

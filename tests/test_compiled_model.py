@@ -422,3 +422,71 @@ def test_changing_a_layer_norm_bias_before_backward_raises_as_pytorch():
 def test_an_unknown_partition_is_refused():
     with pytest.raises(ValueError, match="partition must be one of"):
         sg.compile(_mlp(), partition="min-cut")
+
+
+# ---- every bullet of a compiled model's behaviour, on every model family --------------------------
+
+def _family_twins(name):
+    make, data, loss_fn = _family(name) if name != "mlp" else (_mlp, _batches(4), F.mse_loss)
+    sg.manual_seed(0)
+    eager = make()
+    sg.manual_seed(0)
+    model = make()
+    assert _same_parameters(eager, model)
+    return eager, sg.compile(model), data, loss_fn
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm", "transformer"])
+def test_every_family_outstanding_forwards_retain_graph_and_errors_as_eager(name):
+    """On each family, against its eager twin: four forwards outstanding and one backward of the
+    summed loss; four (forward, backward) pairs; retain_graph twice; the second-backward error;
+    the in-place error of a step taken between forward and backward; eval under no_grad."""
+    eager, model, data, loss_fn = _family_twins(name)
+    data = (data * 4)[:4]
+    nets = (eager, model)
+    for net in nets:   # trace, and a first replay
+        for x, y in data[:2]:
+            sg.manual_seed(7)
+            loss_fn(net(x), y).backward()
+        net.zero_grad()
+
+    def losses(net):
+        out = []
+        for k, (x, y) in enumerate(data):
+            sg.manual_seed(100 + k)   # the same dropout masks
+            out.append(loss_fn(net(x), y))
+        return out
+
+    totals = [sum(losses(net)) for net in nets]
+    for total in totals:
+        total.backward()
+    assert np.array_equal(totals[0].detach().numpy(), totals[1].detach().numpy())
+    assert _same_grads(eager, model)
+    for net in nets:
+        for loss in losses(net):
+            loss.backward()
+    assert _same_grads(eager, model)
+    for net in nets:
+        loss = losses(net)[0]
+        loss.backward(retain_graph=True)
+        loss.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loss.backward()
+    assert _same_grads(eager, model)
+    messages = []
+    for net in nets:
+        loss = losses(net)[0]
+        opt = sg.optim.SGD(net.parameters(), lr=0.1)
+        opt.step()
+        with pytest.raises(RuntimeError) as info:
+            loss.backward()
+        messages.append(str(info.value).split(";")[0])
+    assert messages[0] == messages[1] and "modified by an inplace operation" in messages[0]
+    for net in nets:
+        net.eval()
+    with sg.no_grad():
+        outs = [net(data[0][0]) for net in nets for _ in range(2)]
+    assert all(o.grad_fn is None for o in outs)
+    assert np.array_equal(outs[0].numpy(), outs[2].numpy()) and np.array_equal(outs[1].numpy(), outs[3].numpy())
+    assert model.stats.replays >= 10

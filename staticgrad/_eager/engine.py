@@ -208,7 +208,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             if execute is not None and node not in execute:
                 continue
             grads_in = [buf[i][0] if i in buf else None for i in range(node._n_outputs)]
-            grads_out = apply_node(node, grads_in) if any(g is not None for g in grads_in) else None
+            sums = _running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges else None
+            grads_out = apply_node(node, grads_in, sums) if any(g is not None for g in grads_in) else None
             if not retain_graph:
                 node.release()
             if node._post_hooks and grads_out is not None:
@@ -244,7 +245,23 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
     return capture
 
 
-def apply_node(node, grads_in):
+def _running_sums(node, buffers: dict) -> dict | None:
+    """What the buffers of a node's running-sum edges hold already, taken out of them: the node
+    adds its contributions onto it, in eager's order, and its result becomes the buffer's."""
+    sums = None
+    for i in node.op.running_sum_edges:
+        nxt, nr = node.next_functions[i]
+        buf = buffers.get(nxt)
+        if buf is not None and nr in buf:
+            if sums is None:
+                sums = {}
+            sums[i] = buf.pop(nr)[0]
+            if not buf:
+                del buffers[nxt]
+    return sums
+
+
+def apply_node(node, grads_in, running_sums=None):
     """Run one node's backward formula: gradients for each of its op's inputs."""
     tracer = Tracing.tracer
     if tracer is not None and id(node) in tracer.outside_nodes:
@@ -253,8 +270,9 @@ def apply_node(node, grads_in):
     saved = node.saved_arrays() if op is not None and op.backward_reads_arrays else node.unpack_saved()
     needs = tuple(meta is not None for meta in node._input_meta)
     grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)
-    result = node.op.backward(F, grad, saved, node.attrs, needs)
-    return result
+    if running_sums:
+        return node.op.backward(F, grad, saved, node.attrs, needs, running_sums=running_sums)
+    return node.op.backward(F, grad, saved, node.attrs, needs)
 
 
 def _validate(node, index, g, grads_in, grads_out):
@@ -296,7 +314,11 @@ def _add_to_buffer(buf: dict, nr: int, g: Tensor, owned: bool) -> None:
     if existing is None:
         buf[nr] = (g, owned)
     else:
-        buf[nr] = (existing[0] + g, True)
+        total = existing[0] + g
+        tracer = Tracing.tracer
+        if tracer is not None:
+            tracer.on_gradient_sum(total)
+        buf[nr] = (total, True)
 
 
 def _run_pre_hooks(node, buf: dict) -> None:

@@ -87,6 +87,9 @@ class OpDef:
     # The backward takes its saved values as arrays (after the version check), not as tensors: a
     # compiled function's recorded backward program, which never builds a graph.
     backward_reads_arrays: bool = False
+    # Edges whose gradient the backward sums from several uses: the engine hands it what the
+    # edge's buffer already holds (``running_sums={edge: tensor}``), to be added first, as eager would.
+    running_sum_edges: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:

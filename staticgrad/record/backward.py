@@ -28,7 +28,7 @@ from staticgrad._eager.node import Node, SavedTensor, grad_accumulator, graph_is
 from staticgrad._eager.tensor import Tensor
 from staticgrad.compiler.analysis import alias_roots
 from staticgrad.compiler.codegen import generate
-from staticgrad.compiler.ir import Graph
+from staticgrad.compiler.ir import Graph, Op, Value
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.inspect import autograd_graph
@@ -51,6 +51,7 @@ class BackwardTrace:
     wrt: list
     grads: list             # tape value, or None where the output does not depend on it
     eager_saved_bytes: int = 0   # what the traced call's eager graph alone held for its backward
+    gradient_sums: frozenset = frozenset()   # values the engine made adding gradients into one input
 
 
 def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTrace | None:
@@ -85,7 +86,7 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
         return None
     grad_values = [None if g is None else tracer.read(g) for g in grads]
     eager_saved = autograd_graph.graph(*[o for _, o in live]).graph_only_bytes
-    return BackwardTrace(eager_saved_bytes=eager_saved,
+    return BackwardTrace(eager_saved_bytes=eager_saved, gradient_sums=frozenset(tracer.gradient_sums),
                          outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
                          placeholders=placeholders,
                          wrt=[("input", k) if kind == "input" else ("captured", t) for kind, k, t in wrt],
@@ -184,7 +185,8 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
     layout = Layout(saved_results=[forward_results.index(v) for v in saved],
                     arg_inputs=[args.index(v) for v in arg_reads],
                     captured=[joint.captured.index(v) for v in captured_reads], saved_owners=owners,
-                    output_owners=output_owners, recomputed=recomputed, partition=partition)
+                    output_owners=output_owners, recomputed=recomputed, partition=partition,
+                    running_sums=running_sums(backward_ops, trace))
     return forward, backward, layout
 
 
@@ -252,6 +254,45 @@ def recompute_cheap_chains(joint: Graph, forward_ops: list, backward_ops: list, 
     return sorted({id(op): op for op in recompute.values()}.values(), key=lambda op: order[id(op)])
 
 
+def running_sums(backward_ops: list, trace: BackwardTrace) -> list:
+    """For each gradient the engine summed from several uses inside the call (a chain of its
+    additions, ``((c1 + c2) + c3) + ...``): (wrt index, that chain's first addition). Eager adds
+    each use's contribution to whatever the leaf's buffer holds already (the other calls' of one
+    backward); a replay that hands over only the chain's total would associate the sum otherwise."""
+    producer = {v: op for op in backward_ops for v in op.outputs}
+    found = []
+    for k, g in enumerate(trace.grads):
+        op = producer.get(g)
+        if g is None or g not in trace.gradient_sums or op is None or op.op != "add":
+            continue
+        while op.inputs[0] in trace.gradient_sums and producer.get(op.inputs[0]) is not None \
+                and producer[op.inputs[0]].op == "add":
+            op = producer[op.inputs[0]]
+        found.append((k, op))
+    return found
+
+
+def with_running_sums(graph: Graph, sums: list) -> Graph:
+    """The backward graph taking, per running sum, what the engine's buffer already holds as one
+    more input, added first: ``((acc + c1) + c2) + ...``, eager's association."""
+    ops = list(graph.ops)
+    values = dict(graph.values)
+    inputs = list(graph.inputs)
+    next_id = max(values) + 1
+    for _, first in sums:
+        position = ops.index(first)
+        leading = first.inputs[0]
+        v = values[leading]
+        acc, joined = next_id, next_id + 1
+        next_id += 2
+        values[acc] = Value(acc, v.shape, v.dtype, "input", "backward")
+        values[joined] = Value(joined, v.shape, v.dtype, "op", "backward")
+        inputs.append(acc)
+        ops[position:position + 1] = [Op("add", (acc, leading), (joined,), first.attrs),
+                                      Op(first.op, (joined,) + tuple(first.inputs[1:]), first.outputs, first.attrs)]
+    return _replace(graph, values=values, ops=ops, inputs=inputs).with_ops(ops)
+
+
 @dataclass
 class Layout:
     saved_results: list   # forward result index of each saved value, in backward input order
@@ -260,6 +301,9 @@ class Layout:
     saved_owners: list    # per saved value: ("input", k), ("captured", i), ("output", j) or None
     output_owners: list   # per differentiable output: whose view it is, in the same form
     recomputed: list = field(default_factory=list)   # forward ops the backward runs again (not saved)
+    # (wrt index, the first addition of its gradient's running sum), for gradients the engine
+    # summed over several uses inside the call (an RNN's weights over its steps)
+    running_sums: list = field(default_factory=list)
     partition: str = "auto"
 
 
@@ -268,6 +312,8 @@ class CompiledBackward:
 
     def __init__(self, graph: Graph, trace: BackwardTrace, layout: Layout, captured_sources: list):
         positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
+        self._recorded = graph
+        self._with_sums = None   # the program taking running sums, compiled when a backward first needs it
         graph, self.pass_report, _ = run_pipeline(graph)
         self.graph = graph
         self.partition = layout.partition
@@ -292,7 +338,15 @@ class CompiledBackward:
         self._captured_wrt = [ref for kind, ref in trace.wrt if kind == "captured"]
         self._captured_edges = None
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
-                           tuple(Save(name, 0) for name in names), backward_reads_arrays=True)
+                           tuple(Save(name, 0) for name in names), backward_reads_arrays=True,
+                           running_sum_edges=tuple(k for k, _ in layout.running_sums))
+
+    def _replay_with_sums(self) -> CompiledReplay:
+        if self._with_sums is None:
+            graph, _, _ = run_pipeline(with_running_sums(self._recorded, self.layout.running_sums))
+            program = plan_program(graph)
+            self._with_sums = CompiledReplay(program, generate(program))
+        return self._with_sums
 
     def share_saved_duplicates(self, graph: Graph, n_outputs: int, *others: Graph) -> list:
         """After the forward's passes merged equal values (16 ``t`` of one LSTM weight, one per
@@ -397,7 +451,7 @@ class CompiledBackward:
             return leaves[self.trace.outputs[k]]
         return flat[k] if kind == "input" else self.captured_sources[k][1]
 
-    def _backward(self, F, grad, saved, attrs, needs):
+    def _backward(self, F, grad, saved, attrs, needs, running_sums=None):
         if GradMode.enabled:
             raise RuntimeError(f"{NODE_NAME} does not support double backward (create_graph=True): a compiled "
                                "function's backward is a recorded program. Differentiate the uncompiled function "
@@ -407,7 +461,16 @@ class CompiledBackward:
         n_saved = self._n_saved
         incoming = [g._data if g is not None else np.zeros(shape, dtype)
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
-        results = self.replay.run(arrays[:n_saved] + incoming, arrays[n_saved:], list(attrs["scalars"]))
+        inputs = arrays[:n_saved] + incoming
+        replay = self.replay
+        if running_sums:
+            replay = self._replay_with_sums()
+            for k, first in self.layout.running_sums:
+                total = running_sums.get(k)
+                value = self._recorded.values[first.inputs[0]]
+                # -0.0 adds nothing to any number, signed zeros included: a buffer holding nothing yet
+                inputs.append(total._data if total is not None else np.full(value.shape, -0.0, value.dtype))
+        results = replay.run(inputs, arrays[n_saved:], list(attrs["scalars"]))
         make = Tensor._make
         return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 

@@ -58,6 +58,7 @@ class Tracer:
         self.outside_nodes: dict = {}  # id(grad_fn) of tensors from outside -> how to name them
         self._start_serial = serial_mark()
         self.float_arguments_static = False
+        self.gradient_sums: set = set()  # values the engine made adding gradients into one input
 
     # ---- binding tensors to values --------------------------------------------------------
 
@@ -129,6 +130,11 @@ class Tracer:
             b = _Binding(current, b.storage, self.storage_writes[b.storage], True)
             self._bindings[id(t)] = b
         return b.value
+
+    def on_gradient_sum(self, t: Tensor) -> None:
+        value = self.value_of(t)
+        if value is not None:
+            self.gradient_sums.add(value)
 
     def value_of(self, t: Tensor) -> int | None:
         b = self._bindings.get(id(t))

@@ -340,19 +340,21 @@ def test_the_plan_reports_what_each_call_saves_for_backward():
 
 # ---- what crosses from forward to backward: saved or recomputed -----------------------------------
 
-def _gelu_mlp():
+def _gelu_mlp(approximate="none"):
     sg.manual_seed(3)
-    return sg.nn.Sequential(sg.nn.Linear(4, 16), sg.nn.LayerNorm(16), sg.nn.Linear(16, 32), sg.nn.GELU(),
-                            sg.nn.Linear(32, 3))
+    return sg.nn.Sequential(sg.nn.Linear(4, 16), sg.nn.LayerNorm(16), sg.nn.Linear(16, 32),
+                            sg.nn.GELU(approximate), sg.nn.Linear(32, 3))
 
 
 @pytest.mark.bitexact
-def test_the_automatic_partition_recomputes_cheap_chains_and_stays_bit_exact():
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_the_automatic_partition_recomputes_cheap_chains_and_stays_bit_exact(approximate):
     """partition="auto" runs the GELU and the layer norm again in the backward instead of keeping
-    their outputs: fewer bytes per call than eager's graph, and the same training, bit for bit.
-    partition="eager" keeps exactly what eager's graph keeps."""
-    eager = _gelu_mlp()
-    models = {p: sg.compile(_gelu_mlp(), partition=p) for p in ("auto", "eager")}
+    their outputs: fewer bytes per call than eager's graph, and the same training, bit for bit
+    (the GELU in one pass with its backward). partition="eager" keeps exactly what eager's graph
+    keeps."""
+    eager = _gelu_mlp(approximate)
+    models = {p: sg.compile(_gelu_mlp(approximate), partition=p) for p in ("auto", "eager")}
     opts = {p: sg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for p, m in models.items()}
     opt_e = sg.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
     for x, y in _batches(4):
@@ -366,6 +368,8 @@ def test_the_automatic_partition_recomputes_cheap_chains_and_stays_bit_exact():
     eager_bytes = sg.inspect.graph(eager(x)).graph_only_bytes
     auto, saving = models["auto"].plan, models["eager"].plan
     assert sorted(auto.backward.recomputed) == ["gelu", "layer_norm_affine"]
+    backward_ops = [op.op for op in auto.backward.graph.ops]
+    assert "gelu_with_backward" in backward_ops and "gelu" not in backward_ops
     assert saving.backward.recomputed == []
     assert saving.backward.saved_bytes(saving.graph) == eager_bytes
     # the GELU's output (5x32) and the layer norm's (5x16) and its statistics are no longer kept

@@ -107,6 +107,18 @@ def gelu_erf_backward(g, x, out, sqrt1_2, half, one, pdf_scale):
         out[i] = g[i] * ((erf(v * sqrt1_2) + one) * half + v * (out[i] * pdf_scale))
 
 
+@_jit
+def gelu_erf_with_backward(g, x, grad, value, sqrt1_2, half, one, pdf_scale):
+    """gelu_erf_backward and gelu_erf in one pass, one erf an element (a backward that runs the
+    GELU again instead of keeping its output): the same operations, so the same numbers.
+    grad = exp(-x^2/2) on entry."""
+    for i in range(x.size):
+        v = x[i]
+        e = erf(v * sqrt1_2) + one
+        value[i] = (v * half) * e
+        grad[i] = g[i] * (e * half + v * (grad[i] * pdf_scale))
+
+
 # ---- GELU, tanh form: x * 0.5 * (1 + tanh(beta * (x + kappa x^3))) -------------------------------
 #
 # tanh stays NumPy's (SIMD); these loops do the arithmetic around it in one pass each, the
@@ -135,6 +147,16 @@ def gelu_tanh_backward(g, x, out, half, one, three_kappa, beta):
         v, w = x[i], out[i]
         slope = (v * half) * (one - w * w) * ((v * v * three_kappa + one) * beta)
         out[i] = g[i] * (slope + half * (one + w))
+
+
+@_jit
+def gelu_tanh_with_backward(g, x, grad, value, half, one, three_kappa, beta):
+    """gelu_tanh_backward and gelu_tanh in one pass; grad = t on entry."""
+    for i in range(x.size):
+        v, w = x[i], grad[i]
+        value[i] = (v * half) * (w + one)
+        slope = (v * half) * (one - w * w) * ((v * v * three_kappa + one) * beta)
+        grad[i] = g[i] * (slope + half * (one + w))
 
 
 # ---- ReLU's backward ----------------------------------------------------------------------------

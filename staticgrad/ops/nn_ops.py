@@ -57,6 +57,23 @@ def _gelu_bw(g, x, out=None, approximate="none"):
     return loop_result(flat, shape, dtype, out)
 
 
+def _gelu_with_backward(g, x, out=None, approximate="none"):
+    """(gelu_backward(g, x), gelu(x)) in one pass: for a backward that runs the GELU again instead
+    of keeping its output, each bit for bit what the two ops give."""
+    (flat_g, flat_x), shape, dtype, work = loop_operands(g, x)
+    grad, T, loops = np.empty(flat_x.size, work), work.type, jit_loops()
+    value = np.empty(flat_x.size, work)
+    if approximate == "tanh":
+        loops.tanh_gelu_inner(flat_x, grad, T(TANH_KAPPA), T(TANH_BETA))
+        np.tanh(grad, out=grad)
+        loops.gelu_tanh_with_backward(flat_g, flat_x, grad, value, T(0.5), T(1), T(3 * TANH_KAPPA), T(TANH_BETA))
+    else:
+        loops.minus_half_square(flat_x, grad, T(-0.5))
+        np.exp(grad, out=grad)
+        loops.gelu_erf_with_backward(flat_g, flat_x, grad, value, T(SQRT1_2), T(0.5), T(1), T(PDF_SCALE))
+    return loop_result(grad, shape, dtype, None), loop_result(value, shape, dtype, None)
+
+
 def _gelu_second_derivative(F, x, approximate):
     """d^2 gelu / dx^2 written with staticgrad ops (for the double backward)."""
     x2 = x * x
@@ -84,6 +101,9 @@ register(OpDef("gelu", _gelu, "elementwise", "GeluBackward0",
 register(OpDef("gelu_backward", _gelu_bw, "elementwise", "GeluBackwardBackward0", _gelu_bw_backward,
                (Save("grad_output", 0, when=(1,)), Save("self", 1),
                 Save("approximate", "attr:approximate", freed=False)), "promote"))
+
+# Made only by the compiler (a compiled model's backward that recomputes a GELU): no eager face.
+register(OpDef("gelu_with_backward", _gelu_with_backward, "other"))
 
 
 # ---- layer_norm over the trailing dims given by normalized_shape -------------------------------

@@ -123,7 +123,7 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
         readable = {v for v, (kind, _) in zip(joint.captured, captured_sources)
                     if kind == "tensor" and v not in written}
         recomputed = recompute_cheap_chains(joint, forward_ops, backward_ops, trace, output_values, readable)
-        backward_ops = recomputed + backward_ops
+        backward_ops = merge_recomputed_gelus(recomputed + backward_ops, recomputed, joint.values)
         made_in_backward |= {v for op in recomputed for v in op.outputs}
     reads = []
     for v in [v for op in backward_ops for v in op.inputs] + [g for g in trace.grads if g is not None]:
@@ -291,6 +291,51 @@ def with_running_sums(graph: Graph, sums: list) -> Graph:
         ops[position:position + 1] = [Op("add", (acc, leading), (joined,), first.attrs),
                                       Op(first.op, (joined,) + tuple(first.inputs[1:]), first.outputs, first.attrs)]
     return _replace(graph, values=values, ops=ops, inputs=inputs).with_ops(ops)
+
+
+def merge_recomputed_gelus(ops: list, recomputed: list, values: dict) -> list:
+    """A recomputed GELU and the GELU backward of the same input become one op giving both (one
+    erf, or one tanh, an element for the two): recomputing the GELU then costs about nothing.
+    The ops are put back in an order their inputs allow, otherwise as they were."""
+    backwards = {}
+    for op in ops:
+        if op.op == "gelu_backward" and op not in recomputed:
+            backwards.setdefault((op.inputs[1], op.attrs), op)
+    merged = {}
+    for op in recomputed:
+        partner = backwards.get((op.inputs[0], op.attrs)) if op.op == "gelu" else None
+        if partner is None:
+            continue
+        g, x = values[partner.inputs[0]], values[partner.inputs[1]]
+        if g.shape == x.shape and g.dtype == x.dtype and id(partner) not in merged:
+            merged[id(op)] = merged[id(partner)] = Op("gelu_with_backward", partner.inputs,
+                                                      (partner.outputs[0], op.outputs[0]), op.attrs)
+    if not merged:
+        return ops
+    combined = []
+    for op in ops:
+        new = merged.get(id(op), op)
+        if new is not op and any(new is seen for seen in combined):
+            continue
+        combined.append(new)
+    return _in_dependency_order(combined)
+
+
+def _in_dependency_order(ops: list) -> list:
+    """``ops`` reordered so that each comes after the ops making its inputs, otherwise in the
+    order given (the first op whose inputs are ready goes next)."""
+    made_by = {v for op in ops for v in op.outputs}
+    ready = set()
+    pending, ordered = list(ops), []
+    while pending:
+        for k, op in enumerate(pending):
+            if all(v in ready or v not in made_by for v in op.inputs):
+                ordered.append(pending.pop(k))
+                ready.update(op.outputs)
+                break
+        else:
+            raise Unsupported("its backward's ops depend on each other in a cycle")
+    return ordered
 
 
 @dataclass

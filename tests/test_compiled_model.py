@@ -494,3 +494,25 @@ def test_every_family_outstanding_forwards_retain_graph_and_errors_as_eager(name
     assert all(o.grad_fn is None for o in outs)
     assert np.array_equal(outs[0].numpy(), outs[2].numpy()) and np.array_equal(outs[1].numpy(), outs[3].numpy())
     assert model.stats.replays >= 10
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("name", ["mlp", "lstm"])
+def test_outstanding_calls_and_eager_uses_of_the_same_weights_sum_as_eager(name):
+    """Two calls outstanding and the weights also used by eager code in the same loss: each call's
+    backward adds onto what the engine already summed for a weight (the eager use's gradient, a
+    view of the loss's own gradient, is copied, never written into), in eager's order."""
+    eager, model, data, loss_fn = _family_twins(name)
+    (x1, y1), (x2, y2) = (data * 2)[:2]
+    for net in (eager, model):
+        for _ in range(2):   # trace, and a first replay
+            loss_fn(net(x1), y1).backward()
+        net.zero_grad()
+    totals = []
+    for net in (eager, model):
+        weights = list(net.parameters())
+        loss = loss_fn(net(x1), y1) + loss_fn(net(x2), y2) + weights[0].sum() + (weights[-1] * 3).sum()
+        loss.backward()
+        totals.append(loss.detach().numpy())
+    assert np.array_equal(*totals)
+    assert _same_grads(eager, model)

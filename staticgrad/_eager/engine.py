@@ -246,8 +246,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
 
 
 def _running_sums(node, buffers: dict) -> dict | None:
-    """What the buffers of a node's running-sum edges hold already, taken out of them: the node
-    adds its contributions onto it, in eager's order, and its result becomes the buffer's."""
+    """What the buffers of a node's running-sum edges hold already, taken out of them as (gradient,
+    owned): the node adds its contributions onto it, in eager's order, and its result becomes the
+    buffer's (in place, where the engine owns it)."""
     sums = None
     for i in node.op.running_sum_edges:
         nxt, nr = node.next_functions[i]
@@ -255,7 +256,7 @@ def _running_sums(node, buffers: dict) -> dict | None:
         if buf is not None and nr in buf:
             if sums is None:
                 sums = {}
-            sums[i] = buf.pop(nr)[0]
+            sums[i] = buf.pop(nr)
             if not buf:
                 del buffers[nxt]
     return sums

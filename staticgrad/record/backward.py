@@ -272,25 +272,48 @@ def running_sums(backward_ops: list, trace: BackwardTrace) -> list:
     return found
 
 
-def with_running_sums(graph: Graph, sums: list) -> Graph:
-    """The backward graph taking, per running sum, what the engine's buffer already holds as one
-    more input, added first: ``((acc + c1) + c2) + ...``, eager's association."""
+ENGINE_ADD_ATTRS = (("alpha", 1),)   # what the engine's ``existing + g`` records
+
+
+def with_running_sums(graph: Graph, chains: list, grads: list) -> Graph:
+    """The backward graph for a call whose gradients join sums the engine holds already (several
+    calls outstanding, one backward): per gradient ``grads[k]`` one more captured array, what the
+    edge's buffer holds, and the gradient added onto it in eager's association: first, for a sum
+    over several uses (``chains``: ``((acc + c1) + c2) + ...``), else last (``acc + g``). Each
+    total is written back into its array (in place where the planner can): no new gradient arrays."""
     ops = list(graph.ops)
     values = dict(graph.values)
-    inputs = list(graph.inputs)
+    captured = list(graph.captured)
     next_id = max(values) + 1
-    for _, first in sums:
-        position = ops.index(first)
-        leading = first.inputs[0]
-        v = values[leading]
-        acc, joined = next_id, next_id + 1
-        next_id += 2
-        values[acc] = Value(acc, v.shape, v.dtype, "input", "backward")
-        values[joined] = Value(joined, v.shape, v.dtype, "op", "backward")
-        inputs.append(acc)
-        ops[position:position + 1] = [Op("add", (acc, leading), (joined,), first.attrs),
-                                      Op(first.op, (joined,) + tuple(first.inputs[1:]), first.outputs, first.attrs)]
-    return _replace(graph, values=values, ops=ops, inputs=inputs).with_ops(ops)
+    first_of = dict(chains)
+    writebacks = []
+    for k, g in enumerate(grads):
+        if g is None:
+            continue
+        v = values[g]
+        acc = next_id
+        next_id += 1
+        values[acc] = Value(acc, v.shape, v.dtype, "captured")
+        captured.append(acc)
+        first = first_of.get(k)
+        if first is not None:
+            position = ops.index(first)
+            leading, joined = first.inputs[0], next_id
+            next_id += 1
+            values[joined] = Value(joined, v.shape, v.dtype, "op", "backward")
+            ops[position:position + 1] = [Op("add", (acc, leading), (joined,), first.attrs),
+                                          Op(first.op, (joined,) + tuple(first.inputs[1:]), first.outputs,
+                                             first.attrs)]
+            total = g
+        else:
+            total = next_id
+            next_id += 1
+            values[total] = Value(total, v.shape, v.dtype, "op", "backward")
+            ops.append(Op("add", (acc, g), (total,), ENGINE_ADD_ATTRS))
+        writebacks.append((total, acc))
+    ops = _in_dependency_order(ops)
+    return _replace(graph, values=values, ops=ops, captured=captured, results=[],
+                    writebacks=writebacks).with_ops(ops)
 
 
 def merge_recomputed_gelus(ops: list, recomputed: list, values: dict) -> list:
@@ -370,6 +393,8 @@ class CompiledBackward:
         self.captured_tensors = [captured_sources[i][1] for i in layout.captured]
         self.captured_sources = captured_sources
         self.grad_results = [None if g is None else positions[g] for g in trace.grads]
+        self._grad_meta = {k: (self._recorded.values[g].shape, np.dtype(self._recorded.values[g].dtype))
+                           for k, g in enumerate(trace.grads) if g is not None}
         names = ([f"saved{k}" for k in range(len(layout.saved_results))]
                  + [f"input{k}" for k in range(len(layout.arg_inputs))]
                  + [f"captured{k}" for k in range(len(self.captured_tensors))])
@@ -382,13 +407,14 @@ class CompiledBackward:
         self._freeable = tuple(names)
         self._captured_wrt = [ref for kind, ref in trace.wrt if kind == "captured"]
         self._captured_edges = None
+        self._sum_edges = [k for k, g in enumerate(trace.grads) if g is not None]
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names), backward_reads_arrays=True,
-                           running_sum_edges=tuple(k for k, _ in layout.running_sums))
+                           running_sum_edges=tuple(self._sum_edges))
 
     def _replay_with_sums(self) -> CompiledReplay:
         if self._with_sums is None:
-            graph, _, _ = run_pipeline(with_running_sums(self._recorded, self.layout.running_sums))
+            graph, _, _ = run_pipeline(with_running_sums(self._recorded, self.layout.running_sums, self.trace.grads))
             program = plan_program(graph)
             self._with_sums = CompiledReplay(program, generate(program))
         return self._with_sums
@@ -507,16 +533,23 @@ class CompiledBackward:
         incoming = [g._data if g is not None else np.zeros(shape, dtype)
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
         inputs = arrays[:n_saved] + incoming
-        replay = self.replay
-        if running_sums:
-            replay = self._replay_with_sums()
-            for k, first in self.layout.running_sums:
-                total = running_sums.get(k)
-                value = self._recorded.values[first.inputs[0]]
-                # -0.0 adds nothing to any number, signed zeros included: a buffer holding nothing yet
-                inputs.append(total._data if total is not None else np.full(value.shape, -0.0, value.dtype))
-        results = replay.run(inputs, arrays[n_saved:], list(attrs["scalars"]))
         make = Tensor._make
+        if running_sums:
+            totals = []
+            for k in self._sum_edges:
+                held = running_sums.get(k)
+                if held is None:   # -0.0 adds nothing to any number, signed zeros included
+                    shape, dtype = self._grad_meta[k]
+                    totals.append(np.full(shape, -0.0, dtype))
+                else:   # the engine's own sum is taken over; a gradient someone else holds is copied
+                    tensor, owned = held
+                    data = tensor._data
+                    totals.append(data if owned and tensor._base is None and data.flags.c_contiguous
+                                  and data.flags.writeable else data.copy())
+            self._replay_with_sums().run(inputs, arrays[n_saved:] + totals, list(attrs["scalars"]))
+            by_edge = dict(zip(self._sum_edges, totals))
+            return tuple(make(by_edge[k], False, None) if k in by_edge else None for k in range(len(self.grad_results)))
+        results = self.replay.run(inputs, arrays[n_saved:], list(attrs["scalars"]))
         return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 
 

@@ -209,7 +209,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                 continue
             grads_in = [buf[i][0] if i in buf else None for i in range(node._n_outputs)]
             sums = _running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges else None
-            grads_out = apply_node(node, grads_in, sums) if any(g is not None for g in grads_in) else None
+            grads_out = (apply_node(node, grads_in, sums, release=not retain_graph)
+                         if any(g is not None for g in grads_in) else None)
             if not retain_graph:
                 node.release()
             if node._post_hooks and grads_out is not None:
@@ -262,13 +263,20 @@ def _running_sums(node, buffers: dict) -> dict | None:
     return sums
 
 
-def apply_node(node, grads_in, running_sums=None):
-    """Run one node's backward formula: gradients for each of its op's inputs."""
+def apply_node(node, grads_in, running_sums=None, release: bool = False):
+    """Run one node's backward formula: gradients for each of its op's inputs. ``release``: the
+    node's saved values go with this run (no retain_graph); a backward that reads arrays takes
+    them over before it runs, so that it may free each one after its last use."""
     tracer = Tracing.tracer
     if tracer is not None and id(node) in tracer.outside_nodes:
         tracer.on_outside_node(node)
     op = node.op   # None on a replayed output's released node: unpack_saved raises for it
-    saved = node.saved_arrays() if op is not None and op.backward_reads_arrays else node.unpack_saved()
+    if op is not None and op.backward_reads_arrays:
+        saved = node.saved_arrays()
+        if release:
+            node.release()
+    else:
+        saved = node.unpack_saved()
     needs = tuple(meta is not None for meta in node._input_meta)
     grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)
     if running_sums:

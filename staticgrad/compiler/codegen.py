@@ -89,23 +89,35 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
 
     body = ["    def replay(inputs, captured, scalars, recycled):"]
     body += _unpack([name(s) for s in program.input_slots], "inputs")
+    drops = _drops(program, name) if program.consumes_inputs else {}
+    if program.consumes_inputs and program.input_slots:
+        body.append("        inputs.clear()")
     body += _unpack([name(s) for s in program.captured_slots], "captured")
     body += _unpack([f"s{i}" for i in range(program.n_scalars)], "scalars")
     result_position = {}
     for k, slot in enumerate(program.result_slots):
         result_position.setdefault(slot, k)
+    # A buffer of its own (a result, or one the arena does not hold) is made just before the step
+    # that first writes it, so that a backward's gradients do not all take memory from the start.
+    allocations = {}
     for spec in program.buffers:
         if spec.offset is None:
             empty = f"np.empty({tuple(spec.shape)!r}, d{spec.slot})"
             if spec.slot in result_position:
                 k = result_position[spec.slot]
-                body.append(f"        r{spec.slot} = {empty} if recycled[{k}] is None else recycled[{k}]")
+                line = f"        r{spec.slot} = {empty} if recycled[{k}] is None else recycled[{k}]"
             else:
-                body.append(f"        r{spec.slot} = {empty}")
+                line = f"        r{spec.slot} = {empty}"
+            allocations.setdefault(min(spec.first, len(program.steps)), []).append(line)
     kernel_lines = kernel_lines or {}
     for i, step in enumerate(program.steps):
+        body += allocations.pop(i, [])
         line = kernel_lines.get(i)
         body.append("        " + (line if line is not None else _statement(step, name, shapes)))
+        if i in drops:
+            body.append(f"        del {', '.join(drops[i])}")
+    for lines in allocations.values():   # buffers no step writes (returned as they are)
+        body += lines
     for source, target in program.writebacks:
         body.append(f"        np.copyto({name(target)}, {name(source)})")
     results = []
@@ -118,6 +130,21 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
         results.append(f"{name(slot)}.copy(order='K')" if copied else name(slot))
     body.append(f"        return [{', '.join(results)}]")
     return "\n".join(head + body + ["    return replay", ""])
+
+
+def _drops(program: Program, name) -> dict:
+    """{step index: local names no later step reads}: inputs, views and fresh buffers that are
+    neither returned nor written back, each dropped after the last step that uses it."""
+    kept = {name(s) for s in program.result_slots} | {name(s) for pair in program.writebacks for s in pair}
+    last = {}
+    for i, step in enumerate(program.steps):
+        for slot in step.inputs + step.outputs:
+            last[name(slot)] = i
+    drops = {}
+    for local, i in last.items():
+        if local[0] in "xrv" and local not in kept:
+            drops.setdefault(i, []).append(local)
+    return {i: sorted(names) for i, names in drops.items()}
 
 
 def _unpack(targets: list, source: str) -> list:

@@ -387,6 +387,7 @@ class CompiledBackward:
         self.partition = layout.partition
         self.recomputed = [op.op for op in layout.recomputed]
         self.program = plan_program(graph)
+        self.program.consumes_inputs = True   # saved values are freed as the backward goes
         self.replay = CompiledReplay(self.program, generate(self.program))
         self.trace = trace
         self.layout = layout
@@ -416,6 +417,7 @@ class CompiledBackward:
         if self._with_sums is None:
             graph, _, _ = run_pipeline(with_running_sums(self._recorded, self.layout.running_sums, self.trace.grads))
             program = plan_program(graph)
+            program.consumes_inputs = True
             self._with_sums = CompiledReplay(program, generate(program))
         return self._with_sums
 
@@ -529,10 +531,13 @@ class CompiledBackward:
                                "for higher-order gradients")
         grads = grad if isinstance(grad, tuple) else (grad,)
         arrays = [saved[name] for name in self.names]
+        saved.clear()   # the program takes the saved arrays over (a released node holds none)
         n_saved = self._n_saved
         incoming = [g._data if g is not None else np.zeros(shape, dtype)
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
         inputs = arrays[:n_saved] + incoming
+        captured = arrays[n_saved:]
+        del arrays
         make = Tensor._make
         if running_sums:
             totals = []
@@ -546,10 +551,10 @@ class CompiledBackward:
                     data = tensor._data
                     totals.append(data if owned and tensor._base is None and data.flags.c_contiguous
                                   and data.flags.writeable else data.copy())
-            self._replay_with_sums().run(inputs, arrays[n_saved:] + totals, list(attrs["scalars"]))
+            self._replay_with_sums().run(inputs, captured + totals, list(attrs["scalars"]))
             by_edge = dict(zip(self._sum_edges, totals))
             return tuple(make(by_edge[k], False, None) if k in by_edge else None for k in range(len(self.grad_results)))
-        results = self.replay.run(inputs, arrays[n_saved:], list(attrs["scalars"]))
+        results = self.replay.run(inputs, captured, list(attrs["scalars"]))
         return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 
 

@@ -59,3 +59,6 @@ class Program:
     lower_bound: int = 0                          # the most arena bytes live at one step
     shapes: dict = field(default_factory=dict)    # slot -> shape, for every value of the graph
     kernel_calls: list = field(default_factory=list)   # the fused kernel each KERNEL step calls, in order
+    # The replay takes its inputs over: it empties the list it is given and drops each array once
+    # no later step reads it (a compiled model's backward frees saved values as it goes).
+    consumes_inputs: bool = False

@@ -179,3 +179,19 @@ def test_profile_refuses_arguments_its_plan_does_not_replay():
         step.plan.profile(x)
     with pytest.raises(ValueError, match="calls"):
         step.plan.profile(x, y, calls=0)
+
+
+def test_rows_by_step_name_each_step_once():
+    _, _, step = _training_step()
+    x, y = _batch()
+    step(x, y)
+    step(x, y)
+    profile = step.plan.profile(x, y, calls=2)
+    rows = [row for row in profile.step_rows if row.name not in OVERHEAD_ROWS]
+    assert len(rows) == len(step.plan.program.steps) and all(row.count == 1 for row in rows)
+    assert sorted(int(row.name.split()[0][1:]) for row in rows) == list(range(len(rows)))
+    assert "#" in profile.table(limit=5, by="step") and "more step(s)" in profile.table(limit=5, by="step")
+    by_op = sum(row.total_us for row in profile.rows)
+    assert abs(sum(row.total_us for row in profile.step_rows) - by_op) <= 1e-6 * max(by_op, 1.0)
+    with pytest.raises(ValueError, match="by must be"):
+        profile.table(by="kernel")

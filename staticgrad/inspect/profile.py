@@ -101,14 +101,18 @@ class ProgramTimes:
     def call_ns(self) -> np.ndarray:
         return (self.spans[:, 1] - self.spans[:, 0]).astype(np.float64)
 
-    def rows(self) -> list:
-        """Ops and kernels by time per call (largest first), then the parts around the steps."""
+    def rows(self, by: str = "op") -> list:
+        """Ops and kernels (``by="op"``), or single steps (``by="step"``, named ``#index op
+        input shapes -> output shapes``), by time per call (largest first); then the parts of a
+        call around the steps."""
+        if by not in ("op", "step"):
+            raise ValueError(f"by must be 'op' or 'step', got {by!r}")
         calls = len(self.readings)
         total = self.call_ns.mean()
         step_ns = self.step_ns
         groups = {}
         for step in self.steps:
-            groups.setdefault(step.label, []).append(step.index)
+            groups.setdefault(step.label if by == "op" else _step_name(step), []).append(step.index)
         rows = []
         for label, indices in groups.items():
             first = self.steps[indices[0]]
@@ -144,7 +148,13 @@ class Profile:
 
     @property
     def rows(self) -> list:
+        """Every program's ops and kernels, then the parts of its calls around the steps."""
         return [row for program in self.programs for row in program.rows()]
+
+    @property
+    def step_rows(self) -> list:
+        """Every program's steps one by one (which of 27 matmuls takes the time)."""
+        return [row for program in self.programs for row in program.rows("step")]
 
     @property
     def kernels(self) -> list:
@@ -160,15 +170,16 @@ class Profile:
         """Time per call of the plain replays (no timers), every program together."""
         return sum(program.plain_ns.mean() for program in self.programs) / 1e3
 
-    def table(self, limit: int | None = 30) -> str:
-        """Each program's rows as a table, largest first (the ``limit`` largest ops and kernels;
-        None: all), with the time of its steps against the replay's own overhead."""
+    def table(self, limit: int | None = 30, by: str = "op") -> str:
+        """Each program's rows as a table, largest first (the ``limit`` largest ops and kernels, or
+        steps with ``by="step"``; None: all), with the time of its steps against the replay's own
+        overhead."""
         lines = [f"{self.calls} calls timed after {self.warmup} warm-up call(s): {self.total_us:.1f} us per call "
                  f"timed, {self.plain_us:.1f} us without timers (one reading costs "
                  f"{self.programs[0].timer_ns:.0f} ns, taken off each step)"]
         for program in self.programs:
             lines.append("")
-            lines += _program_table(program, limit)
+            lines += _program_table(program, limit, by)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -196,15 +207,22 @@ class Profile:
             json.dump(self.chrome_trace(), f)
 
 
-def _program_table(program: ProgramTimes, limit: int | None) -> list:
-    rows = program.rows()
+def _step_name(step: StepInfo) -> str:
+    shapes = ", ".join("x".join(map(str, shape)) or "()" for shape in step.inputs)
+    outputs = ", ".join("x".join(map(str, shape)) or "()" for shape in step.outputs)
+    return f"#{step.index} {step.label} {shapes} -> {outputs}"
+
+
+def _program_table(program: ProgramTimes, limit: int | None, by: str) -> list:
+    rows = program.rows(by)
     ops = [row for row in rows if row.name not in OVERHEAD_ROWS]
     around = [row for row in rows if row.name in OVERHEAD_ROWS]
     shown = ops if limit is None else ops[:limit]
     total = program.call_ns.mean() / 1e3
     in_steps = sum(row.total_us for row in ops)
-    kernels = [row for row in ops if row.members]
-    head = ("op or fused kernel", "count", "total us", "mean us", "share")
+    kernel_steps = [step for step in program.steps if step.kernel]
+    kernel_us = sum(row.total_us for row in ops if row.members)
+    head = ("op or fused kernel" if by == "op" else "step", "count", "total us", "mean us", "share")
     table = [head]
     for row in shown + around:
         label = row.label if len(row.label) <= 72 else row.label[:69] + "..."
@@ -214,7 +232,8 @@ def _program_table(program: ProgramTimes, limit: int | None) -> list:
             for r in table]
     text.insert(1, "  ".join("-" * w for w in widths))
     if len(shown) < len(ops):
-        text.insert(len(shown) + 2, f"... {len(ops) - len(shown)} more op(s) and kernel(s)")
+        text.insert(len(shown) + 2, f"... {len(ops) - len(shown)} more " + ("op(s) and kernel(s)" if by == "op"
+                                                                            else "step(s)"))
     summary = (f"{program.name} program: {len(program.steps)} steps, {total:.1f} us per call timed "
                f"({program.plain_ns.mean() / 1e3:.1f} us without timers)")
     timers = sum(row.total_us for row in around if row.name == TIMERS)
@@ -222,7 +241,7 @@ def _program_table(program: ProgramTimes, limit: int | None) -> list:
     return [summary] + text + [
         f"steps {in_steps:.1f} us ({100 * in_steps / total:.1f}%), replay overhead {overhead:.1f} us "
         f"({100 * overhead / total:.1f}%), timer readings {timers:.1f} us; fused kernels: "
-        f"{sum(r.count for r in kernels)} call(s) of {len(kernels)}, {sum(r.total_us for r in kernels):.1f} us"]
+        f"{len(kernel_steps)} call(s) of {len({step.kernel for step in kernel_steps})}, {kernel_us:.1f} us"]
 
 
 def _program_events(program: ProgramTimes, tid: int, origin: int) -> list:

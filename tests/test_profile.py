@@ -195,3 +195,29 @@ def test_rows_by_step_name_each_step_once():
     assert abs(sum(row.total_us for row in profile.step_rows) - by_op) <= 1e-6 * max(by_op, 1.0)
     with pytest.raises(ValueError, match="by must be"):
         profile.table(by="kernel")
+
+
+def test_an_argument_the_program_writes_into_is_left_alone():
+    w = sg.randn(4, 3)
+
+    @sg.compile
+    def scale_into(x):
+        x.mul_(2.0)
+        return (x @ w).sum()
+
+    x = sg.randn(5, 4)
+    scale_into(x)
+    scale_into(x)
+    kept, version = x.numpy().copy(), x._version
+    scale_into.plan.profile(x, calls=2)
+    assert np.array_equal(x.numpy(), kept) and x._version == version
+
+
+def test_the_profile_command_prints_the_table_and_writes_the_trace(tmp_path, capsys):
+    from staticgrad.cli import main  # the command line, for this test only
+
+    path = tmp_path / "trace.json"
+    assert main(["profile", "--calls", "2", "--limit", "5", "--trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "step program" in out and "op or fused kernel" in out and str(path) in out
+    assert json.loads(path.read_text())["traceEvents"]

@@ -1,4 +1,5 @@
-"""The ``staticgrad`` command: ``staticgrad bench`` (the main job) and ``staticgrad inspect``."""
+"""The ``staticgrad`` command: ``staticgrad bench`` (the main job), ``staticgrad inspect`` and
+``staticgrad profile``."""
 
 from __future__ import annotations
 
@@ -40,6 +41,31 @@ def _inspect(args) -> int:
     return 0
 
 
+def _profile(args) -> int:
+    from staticgrad.bench import families  # the bench's model families, for this command only
+
+    bench = families.bench_model(args.model, args.size)
+    model, opt = families.build(staticgrad, bench)
+    data = families.as_tensors(staticgrad, bench.batches(3))
+    if args.part == "step":
+        compiled = staticgrad.compile(families.training_step(staticgrad, bench, model, opt))
+        for x, y in data:
+            compiled(x, y)
+        arguments = data[-1]
+    else:
+        compiled = staticgrad.compile(model)
+        for x, y in data:
+            bench.loss(staticgrad, compiled(x), y).backward()
+        arguments = data[-1][:1]
+    profile = compiled.plan.profile(*arguments, calls=args.calls)
+    print(f"profile of the {bench.name} bench {args.part} ({bench.shape}):\n")
+    print(profile.table(limit=args.limit, by=args.by))
+    if args.trace:
+        profile.save_chrome_trace(args.trace)
+        print(f"\nwrote the Chrome trace to {args.trace} (open it in https://ui.perfetto.dev)")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="staticgrad", description="Record-and-replay autograd on NumPy.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -57,6 +83,16 @@ def main(argv=None) -> int:
     inspect.add_argument("--size", default="tiny", choices=list(SIZES), help="bench model (default: tiny)")
     inspect.add_argument("--out", metavar="PNG", default="plan.png", help="picture to write (default: plan.png)")
     inspect.set_defaults(run=_inspect)
+    profile = commands.add_parser("profile", help="time each op and fused kernel of a bench model's replay")
+    profile.add_argument("--model", default="mlp", choices=list(FAMILIES), help="model family (default: mlp)")
+    profile.add_argument("--size", default="tiny", choices=list(SIZES), help="MLP size (default: tiny)")
+    profile.add_argument("--part", default="step", choices=["step", "model"],
+                         help="the compiled training step, or the compiled model's forward and backward")
+    profile.add_argument("--calls", type=int, default=20, help="timed calls (default 20)")
+    profile.add_argument("--by", default="op", choices=["op", "step"], help="rows per op and kernel, or per step")
+    profile.add_argument("--limit", type=int, default=30, help="rows shown per program (default 30)")
+    profile.add_argument("--trace", metavar="JSON", help="also write a Chrome trace (Perfetto) to this file")
+    profile.set_defaults(run=_profile)
     args = parser.parse_args(argv)
     if getattr(args, "steps", 1) < 1:
         parser.error("--steps must be at least 1")

@@ -60,11 +60,16 @@ def generate(program: Program) -> str:
     return replay_source(program, lines)
 
 
-def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
+def replay_source(program: Program, kernel_lines: dict | None = None, timed: bool = False) -> str:
     """Source of ``build(views, constants, forwards, kernels, np)`` returning
     ``replay(inputs, captured, scalars, recycled)``; ``recycled[k]``, if not None, is an array
     the k-th result may be written into instead of a new one. ``kernel_lines``: the kernel calls
-    already made, by step index."""
+    already made, by step index.
+
+    ``timed``: the profiler's twin of that function, the same lines with a clock reading between
+    them; its ``build`` takes two more arguments, ``clock`` (``time.perf_counter_ns``) and ``tick``
+    (a list's ``append``), and each call appends ``len(program.steps) + 3`` readings: at the start,
+    after binding and allocating the fresh results, after each step, after the writebacks."""
     names = _names(program)
     shapes = {spec.slot: spec.shape for spec in program.buffers}
     shapes.update({slot: array.shape for slot, array in program.constants.items()})
@@ -73,7 +78,7 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
     def name(slot: int) -> str:
         return names.get(slot) or names.setdefault(slot, f"v{slot}")
 
-    head = ["def build(views, constants, forwards, kernels, np):"]
+    head = ["def build(views, constants, forwards, kernels, np" + (", _clock, _tick):" if timed else "):")]
     for spec in program.buffers:
         if spec.offset is not None:
             head.append(f"    b{spec.slot} = views[{spec.slot}]")
@@ -88,6 +93,8 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
         head.append(f"    f_{op} = forwards[{op!r}]")
 
     body = ["    def replay(inputs, captured, scalars, recycled):"]
+    reading = ["        _tick(_clock())"] if timed else []
+    body += reading
     body += _unpack([name(s) for s in program.input_slots], "inputs")
     drops = _drops(program, name) if program.consumes_inputs else {}
     if program.consumes_inputs and program.input_slots:
@@ -109,6 +116,7 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
             else:
                 line = f"        r{spec.slot} = {empty}"
             allocations.setdefault(min(spec.first, len(program.steps)), []).append(line)
+    body += reading
     kernel_lines = kernel_lines or {}
     for i, step in enumerate(program.steps):
         body += allocations.pop(i, [])
@@ -116,10 +124,12 @@ def replay_source(program: Program, kernel_lines: dict | None = None) -> str:
         body.append("        " + (line if line is not None else _statement(step, name, shapes)))
         if i in drops:
             body.append(f"        del {', '.join(drops[i])}")
+        body += reading
     for lines in allocations.values():   # buffers no step writes (returned as they are)
         body += lines
     for source, target in program.writebacks:
         body.append(f"        np.copyto({name(target)}, {name(source)})")
+    body += reading
     results = []
     for k, slot in enumerate(program.result_slots):
         # a constant, or a slot already returned (two tensors eager computed apart, one value here):

@@ -14,6 +14,7 @@ from staticgrad._eager.node import ReleasedNode
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Epoch, GradEpoch, bump_grad_epoch
 from staticgrad.inspect import plan_report
+from staticgrad.record.profiling import profile_plan
 
 _MISSING = object()
 
@@ -236,6 +237,14 @@ class Plan:
     def render(self, path: str) -> None:
         """Draw the buffer-lifetime chart and the replayed program into an image file."""
         plan_report.render(self, path)
+
+    def profile(self, *args, calls: int = 20, warmup: int = 1, **kwargs):
+        """Time every step of this plan's program (and of its backward program, for a compiled
+        model) over ``calls`` calls with the arguments of a call this plan replays, after ``warmup``
+        untimed ones. Runs on copies of the captured state: parameters, optimizer state and
+        ``.grad`` stay as they are. Returns a ``Profile``: ``print`` it for the table, or
+        ``save_chrome_trace(path)`` for Perfetto."""
+        return profile_plan(self, args, kwargs, calls, warmup)
 
     @property
     def arena_bytes(self) -> int:

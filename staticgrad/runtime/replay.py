@@ -27,11 +27,14 @@ MAX_IDLE_ARENAS = 8
 
 class CompiledReplay:
     """Runs a program's generated replay function. Every call works in an arena of its own, taken
-    from a pool (one per call running at the same time), so threads may replay one plan at once."""
+    from a pool (one per call running at the same time), so threads may replay one plan at once.
 
-    def __init__(self, program: Program, source: str):
+    ``build_args``: further arguments of the source's ``build`` (a timed twin's clock and tick)."""
+
+    def __init__(self, program: Program, source: str, build_args: tuple = ()):
         self.program = program
         self.source = source
+        self._build_args = build_args
         code, numbers = _code(source)
         namespace = dict(_NAMESPACE)
         namespace.update(numbers)
@@ -50,7 +53,7 @@ class CompiledReplay:
         self.arena = Arena(program.arena_bytes, program.alignment)  # the newest, for inspection
         views = {spec.slot: self.arena.view(spec.offset, spec.shape, spec.dtype)
                  for spec in program.buffers if spec.offset is not None}
-        return self._build(views, program.constants, self._forwards, self._kernels, np)
+        return self._build(views, program.constants, self._forwards, self._kernels, np, *self._build_args)
 
     def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
         """Results as arrays; ``recycled[k]`` (optional) is an array result k may be written into."""

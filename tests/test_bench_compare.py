@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,7 +119,27 @@ def test_compare_says_when_the_compiled_step_fell_back_to_eager():
     assert not compiled["replayed"] and compiled["replays"] == 0
     assert compiled["fallbacks"] == compiled["timed_calls"] and "item()" in compiled["fell_back_because"]
     text = str(report)
-    assert "FELL BACK TO EAGER" in text and "did not replay" in text and "item()" in text
+    assert "compiled step: FELL BACK TO EAGER, never replayed" in text and "did not replay" in text
+    assert "item()" in text
+
+
+def test_compare_says_when_only_some_timed_calls_replayed():
+    """A step compiled to keep one plan replays the batches of its first shape and runs the others eagerly."""
+    step, _ = tiny_step()
+    batches = [(sg.randn(4, 8), sg.randn(4, 3)), (sg.randn(5, 8), sg.randn(5, 3))]
+    with pytest.warns(RuntimeWarning, match="keeps 1 plans"):
+        report = compare(sg.compile(step, fallback="eager", max_plans=1), batches, steps=4, block=2)
+    compiled = report["results"][0]["compiled"]
+    assert compiled["replayed"] and not compiled["all_replayed"]
+    assert compiled["replays"] == compiled["fallbacks"] == 2
+    assert "partly replayed, partly eager" in str(report) and "only 2 of 4 timed calls" in str(report)
+
+
+def test_the_step_file_in_the_docs_runs(capsys):
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    assert main(["bench", "--step", f"{docs / 'bench_step.py'}:make_step", "--steps", "3", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "classifier" in out and "compiled: all" in out and "PyTorch eager" in out
 
 
 @pytest.mark.parametrize("batches,message", [

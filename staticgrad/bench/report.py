@@ -45,7 +45,7 @@ def modes_table(report: dict) -> str:
         for mode, label in MODES.items():
             if mode in r["ms"]:
                 if mode == "replay":
-                    label += _replay_warning(r)
+                    label = _replay_label(r, label)
                 rows.append([r["size"], label, f"{r['ms'][mode]:.3f}", f"{r['speedup_over_eager'][mode]:.2f}x"])
     only_steps = all(r["family"] == USER_STEP for r in report["results"])
     return "\n".join(_columns(["step" if only_steps else "model", "mode", "ms per step", "vs eager"], rows))
@@ -91,16 +91,20 @@ def table(report: dict) -> str:
 
 
 def machine(env: dict) -> str:
-    """The line every report ends with: the library versions, the CPU and the BLAS kernels."""
-    return (f"numpy {env['numpy']}, torch {env['torch'] or 'not installed'}, {env['cpus']} CPUs "
-            f"({env['cpu']}), OpenBLAS core {env['blas_core']}.")
+    """The line every report ends with: the library versions, the CPU, the BLAS kernels and the
+    threads each library may use (several threads on a busy machine can slow a step many times)."""
+    torch = f"torch {env['torch']} (torch threads {env['torch_threads']})" if env["torch"] else "torch not installed"
+    return (f"numpy {env['numpy']}, {torch}, {env['cpus']} CPUs ({env['cpu']}), OpenBLAS core "
+            f"{env['blas_core']} (OPENBLAS_NUM_THREADS {env['blas_threads']}).")
 
 
-def _replay_warning(r: dict) -> str:
+def _replay_label(r: dict, label: str) -> str:
+    """The compiled step's row label, saying so when its timed calls did not all replay."""
     compiled = r.get("compiled")
     if compiled is None or compiled["all_replayed"]:
-        return ""
-    return " (FELL BACK TO EAGER)" if not compiled["replayed"] else " (partly eager)"
+        return label
+    return "compiled step: FELL BACK TO EAGER, never replayed" if not compiled["replayed"] else \
+        "compiled step: partly replayed, partly eager"
 
 
 def _size(n) -> str:
@@ -124,9 +128,10 @@ def user_step_notes(r: dict) -> list:
                      f"replayed ({c['traces']} traced anew, {c['fallbacks']} ran eagerly): its row mixes replay "
                      "and eager.")
     else:
-        lines.append(f"compiled: all {c['timed_calls']} timed calls replayed ({c['plans']} plan(s), traced in "
-                     f"{c['warmup_calls']} warm-up calls taking {r['warmup_seconds']:.2f} s, "
-                     f"{r['compile_seconds']:.2f} s of it compiling).")
+        plans = f"{c['plans']} plan{'s' if c['plans'] != 1 else ''}"
+        lines.append(f"compiled: all {c['timed_calls']} timed calls replayed ({plans}; {c['warmup_calls']} warm-up "
+                     f"calls took {r['warmup_seconds']:.2f} s, {r['compile_seconds']:.2f} s of it tracing and "
+                     "compiling).")
     if r["recorded_ops"] is not None:
         bound, arena = mem["arena_lower_bound"], mem["replay_arena"]
         ratio = f" ({arena / bound:.2f}x)" if bound else ""

@@ -36,7 +36,7 @@ def compare(step, batches=None, *, torch_step=None, torch_batches=None, name=Non
 
     Each system first runs ``warmup`` calls; the compiled one keeps calling until a whole pass
     over the batches traced nothing (its first calls trace). Then the systems run in alternating
-    blocks of ``block`` steps (default: about 20 ms of eager steps, at most 25) for about
+    blocks of ``block`` steps (default: about 20 ms of eager steps, at most 25) for at least
     ``steps`` steps each; figures are medians per step. The report says how many timed calls
     of the compiled step replayed, and, when they ran eagerly instead, why."""
     spec = step if isinstance(step, BenchStep) else as_bench_step(

@@ -1,5 +1,6 @@
 """The ``staticgrad`` command: ``staticgrad bench`` (the main job), ``staticgrad inspect`` and
-``staticgrad profile``."""
+``staticgrad profile``, on the bench models or, with ``--step path/to/file.py:make_step`` (bench and
+inspect), on the user's own training step."""
 
 from __future__ import annotations
 
@@ -8,16 +9,31 @@ import json
 import sys
 
 import staticgrad
+from staticgrad.bench.compare_step import compare, describe_batches, warm_up
 from staticgrad.bench.families import FAMILIES, bench_model
 from staticgrad.bench.models import DEFAULT_SIZES, SIZES, batches, build, initial_weights
 from staticgrad.bench.report import table
 from staticgrad.bench.runner import run
+from staticgrad.bench.user_step import StepError, arguments, label, load_step
+
+STEP_HELP = ("your own training step instead of the bench models: a Python file and a function in it taking no "
+             "arguments (default make_step) that returns a dict with 'step' (called as step(*batch)) and "
+             "'batches' (a list of tuples of staticgrad tensors), optionally 'torch_step' and 'torch_batches' "
+             "(its PyTorch twin) and 'name'")
 
 
 def _bench(args) -> int:
-    sizes = list(SIZES) if "all" in args.size else args.size
-    models = [bench_model(family, size) for family in args.model for size in (sizes if family == "mlp" else [None])]
-    report = run(models, args.steps, use_torch=not args.no_torch, show_progress=not args.quiet)
+    if args.step:
+        if args.size or args.model:
+            args.parser.error("--step times your own step: leave out --size and --model")
+        report = compare(load_step(args.step), steps=args.steps or 100, use_torch=not args.no_torch,
+                         show_progress=not args.quiet)
+    else:
+        sizes = args.size or list(DEFAULT_SIZES)
+        sizes = list(SIZES) if "all" in sizes else sizes
+        models = [bench_model(family, size) for family in args.model or ["mlp"]
+                  for size in (sizes if family == "mlp" else [None])]
+        report = run(models, args.steps or 300, use_torch=not args.no_torch, show_progress=not args.quiet)
     print(table(report))
     if args.json:
         with open(args.json, "w") as handle:
@@ -26,8 +42,30 @@ def _bench(args) -> int:
     return 0
 
 
+def _inspect_step(args) -> int:
+    if args.size:
+        args.parser.error("--step inspects your own step: leave out --size")
+    spec = load_step(args.step)
+    compiled = staticgrad.compile(spec.step, fallback="eager")
+    data = [arguments(batch) for batch in spec.batches]
+    warm_up(compiled, data, 3)
+    plan = compiled.plan if compiled.plan is not None and compiled.plan.replayable else None
+    if plan is None:
+        reasons = "; ".join(p.reason for p in compiled.plans if not p.replayable) or "no recording"
+        print(f"{label(spec)} has no plan to inspect: its compiled step runs eagerly ({reasons})", file=sys.stderr)
+        return 1
+    print(f"plan of {label(spec)} ({describe_batches(data)}):\n")
+    print(plan.describe())
+    if args.out:
+        plan.render(args.out)
+        print(f"\nwrote the lifetime chart and the program to {args.out}")
+    return 0
+
+
 def _inspect(args) -> int:
-    size = SIZES[args.size]
+    if args.step:
+        return _inspect_step(args)
+    size = SIZES[args.size or "tiny"]
     _, _, step = build(staticgrad, size, initial_weights(size))
     compiled = staticgrad.compile(step)
     for x, y in batches(size, 3):
@@ -70,19 +108,23 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="staticgrad", description="Record-and-replay autograd on NumPy.")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="time eager vs replayed training steps (and PyTorch, if installed)")
-    bench.add_argument("--size", nargs="+", default=list(DEFAULT_SIZES), choices=list(SIZES) + ["all"],
+    bench.add_argument("--size", nargs="+", choices=list(SIZES) + ["all"],
                        help="MLP sizes to run (default: tiny medium)")
-    bench.add_argument("--model", nargs="+", default=["mlp"], choices=list(FAMILIES),
+    bench.add_argument("--model", nargs="+", choices=list(FAMILIES),
                        help="model families to run (default: mlp; also cnn, lstm, transformer)")
-    bench.add_argument("--steps", type=int, default=300, help="measured steps per system and size (default 300)")
+    bench.add_argument("--step", metavar="FILE.py:make_step", help=STEP_HELP)
+    bench.add_argument("--steps", type=int,
+                       help="measured steps per system and model (default 300; 100 with --step)")
     bench.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if it is installed")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
-    bench.set_defaults(run=_bench)
-    inspect = commands.add_parser("inspect", help="print (and draw) the buffer plan of a bench model's step")
-    inspect.add_argument("--size", default="tiny", choices=list(SIZES), help="bench model (default: tiny)")
+    bench.set_defaults(run=_bench, parser=bench)
+    inspect = commands.add_parser("inspect", help="print (and draw) the buffer plan of a bench model's step "
+                                  "(or of your own, --step)")
+    inspect.add_argument("--size", choices=list(SIZES), help="bench model (default: tiny)")
+    inspect.add_argument("--step", metavar="FILE.py:make_step", help=STEP_HELP)
     inspect.add_argument("--out", metavar="PNG", default="plan.png", help="picture to write (default: plan.png)")
-    inspect.set_defaults(run=_inspect)
+    inspect.set_defaults(run=_inspect, parser=inspect)
     profile = commands.add_parser("profile", help="time each op and fused kernel of a bench model's replay")
     profile.add_argument("--model", default="mlp", choices=list(FAMILIES), help="model family (default: mlp)")
     profile.add_argument("--size", default="tiny", choices=list(SIZES), help="MLP size (default: tiny)")
@@ -92,11 +134,14 @@ def main(argv=None) -> int:
     profile.add_argument("--by", default="op", choices=["op", "step"], help="rows per op and kernel, or per step")
     profile.add_argument("--limit", type=int, default=30, help="rows shown per program (default 30)")
     profile.add_argument("--trace", metavar="JSON", help="also write a Chrome trace (Perfetto) to this file")
-    profile.set_defaults(run=_profile)
+    profile.set_defaults(run=_profile, parser=profile)
     args = parser.parse_args(argv)
-    if getattr(args, "steps", 1) < 1:
-        parser.error("--steps must be at least 1")
-    return args.run(args)
+    if getattr(args, "steps", None) is not None and args.steps < 1:
+        args.parser.error("--steps must be at least 1")
+    try:
+        return args.run(args)
+    except StepError as error:   # the step file is not what --step expects: say so as a usage error
+        args.parser.error(str(error))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import numpy as np
 import staticgrad
 from staticgrad.bench.families import BenchModel, as_tensors, bench_model, build, training_step
 from staticgrad.bench.measure import interleaved_medians, peak_bytes
+from staticgrad.bench.report import MODES, Report
 from staticgrad.compiler.planner import plan_program
 from staticgrad.runtime.interpreter import Interpreter
 
@@ -33,15 +34,6 @@ def _torch():
     except ImportError:
         return None
     return torch
-
-
-MODES = {
-    "eager": "eager: the graph rebuilt every step",
-    "replay": "compiled step: the whole step replayed",
-    "model": "compiled model: loss, backward, opt.step eager",
-    "model+step": "compiled model and compiled opt.step",
-    "torch": "PyTorch eager",
-}
 
 
 def prepare(bench: BenchModel, use_torch: bool = True) -> dict:
@@ -182,7 +174,7 @@ def run(models, steps: int, use_torch: bool = True, show_progress: bool = True) 
     finally:
         if progress is not None:
             progress.close()
-    return {"environment": environment(), "results": results}
+    return Report(environment=environment(), results=results)
 
 
 def machine_line() -> str:

@@ -299,11 +299,11 @@ def measure(programs: list, calls: int, warmup: int = 1) -> Profile:
             previous = None
             for k, (program, twin) in enumerate(zip(programs, timed)):
                 inputs, captured, scalars = program.bind(previous)
-                started = clock()
-                program.plain.run(inputs, captured, scalars)
+                started = clock()   # each run gets a list of its own: a backward program empties it
+                program.plain.run(list(inputs), captured, scalars)
                 plain_ns = clock() - started
                 started = clock()
-                previous, ticks = twin.run(inputs, captured, scalars)
+                previous, ticks = twin.run(list(inputs), captured, scalars)
                 ended = clock()
                 if call >= warmup:
                     readings[k].append(ticks)

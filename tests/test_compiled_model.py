@@ -138,12 +138,46 @@ def test_unused_outputs_get_zero_gradients_and_several_outputs_work():
     assert compiled.stats.replays == 3
 
 
-def test_double_backward_through_the_node_is_refused_clearly():
+def test_double_backward_through_the_node_rebuilds_the_graph_as_eager():
+    """create_graph=True through CompiledFunctionBackward (a gradient penalty): the node runs the
+    function again eagerly on the call's arguments and differentiates that graph. The first-order
+    gradients (the penalty) equal eager's bit for bit; the final gradients to float rounding: the
+    loss's own path through the node and the penalty's through the rebuilt graph are computed
+    apart and added, where eager merges them inside one graph."""
+    eager, model, forward = _twins()
+    for x, y in _batches(3):
+        results = []
+        for net, f in ((eager, eager), (model, forward)):
+            net.zero_grad()
+            loss = F.mse_loss(f(x), y)
+            grads = sg.autograd.grad(loss, list(net.parameters()), create_graph=True)
+            penalty = sum((g * g).sum() for g in grads)
+            (loss + penalty).backward()
+            results.append(penalty.detach().numpy())
+        assert np.array_equal(*results)
+        for p, q in zip(eager.parameters(), model.parameters()):
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-7)
+    assert forward.stats.replays == 2
+
+
+def test_double_backward_is_refused_where_a_second_run_would_differ():
+    """A forward that draws random numbers (dropout), or a weight changed in place since the call:
+    running the function again would not rebuild the call's graph, so the double backward raises,
+    saying why, instead of differentiating another graph."""
+    sg.manual_seed(0)
+    dropped = sg.compile(sg.nn.Sequential(sg.nn.Linear(4, 8), sg.nn.Dropout(0.5), sg.nn.Linear(8, 3)))
     _eager, model, forward = _twins()
     x, y = _batches(1)[0]
-    forward(x)
+    for net in (dropped, forward):
+        for _ in range(2):
+            F.mse_loss(net(x), y).backward()
+    loss = F.mse_loss(dropped(x), y)
+    with pytest.raises(RuntimeError, match=r"cannot run a double backward.*draws random numbers"):
+        sg.autograd.grad(loss, list(dropped.parameters()), create_graph=True)
     loss = F.mse_loss(forward(x), y)
-    with pytest.raises(RuntimeError, match="does not support double backward"):
+    with sg.no_grad():
+        model[0].bias.add_(1.0)   # read by the forward only: the backward alone would not notice
+    with pytest.raises(RuntimeError, match=r"cannot run a double backward.*changed in place since the call"):
         sg.autograd.grad(loss, list(model.parameters()), create_graph=True)
 
 

@@ -208,7 +208,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             if execute is not None and node not in execute:
                 continue
             grads_in = [buf[i][0] if i in buf else None for i in range(node._n_outputs)]
-            sums = _running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges else None
+            # (a double backward's node returns gradients with a graph: the engine adds them itself)
+            sums = (_running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges
+                    and not create_graph else None)
             grads_out = (apply_node(node, grads_in, sums, release=not retain_graph)
                          if any(g is not None for g in grads_in) else None)
             if not retain_graph:

@@ -33,6 +33,7 @@ from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.inspect import autograd_graph
 from staticgrad.ops.registry import OpDef, Save
+from staticgrad.record.trees import flatten_outputs
 from staticgrad.runtime.replay import CompiledReplay
 
 NODE_NAME = "CompiledFunctionBackward"
@@ -382,6 +383,7 @@ class CompiledBackward:
         positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
         self._recorded = graph
         self._with_sums = None   # the program taking running sums, compiled when a backward first needs it
+        self.rebuild = None      # how a double backward rebuilds the call's graph (set by compile_backward)
         graph, self.pass_report, _ = run_pipeline(graph)
         self.graph = graph
         self.partition = layout.partition
@@ -412,6 +414,34 @@ class CompiledBackward:
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names), backward_reads_arrays=True,
                            running_sum_edges=tuple(self._sum_edges))
+
+    def _rebuilt_backward(self, grads: tuple, attrs: dict) -> tuple:
+        """A double backward (create_graph=True): the call's graph rebuilt by running its function
+        again eagerly on the same arguments (eager and replay compute the same numbers), then
+        differentiated with a graph of its own. Refused where a second run would not give that
+        graph back: random draws, writes into outside state, or a tensor it read changed since."""
+        rebuild = self.rebuild
+        refusal = rebuild.refusal if rebuild is not None else "it was compiled without its function"
+        if "call" not in attrs and refusal is None:
+            refusal = "the call's arguments were not kept"
+        if refusal is None:
+            _, _, versions = attrs["call"]
+            changed = [t for t, version in versions if t._version_counter[0] != version]
+            if changed:
+                t = changed[0]
+                refusal = (f"a {list(t._data.shape)} tensor the call read was changed in place since the call "
+                           f"(version {version_text(t, versions)})")
+        if refusal is not None:
+            raise RuntimeError(f"{NODE_NAME} cannot run a double backward (create_graph=True): {refusal}, so "
+                               "its graph cannot be rebuilt by running the compiled function again. Differentiate "
+                               "the uncompiled function for higher-order gradients")
+        (args, kwargs), flat, _ = attrs["call"]
+        out, _ = flatten_outputs(rebuild.fn(*args, **kwargs))
+        outputs = [out[i] for i in self.trace.outputs]
+        wrt = [flat[ref] if kind == "input" else ref for kind, ref in self.trace.wrt]
+        incoming = [g if g is not None else Tensor._make(np.zeros(o._data.shape, o._data.dtype), False, None)
+                    for g, o in zip(grads, outputs)]
+        return tuple(engine.grad(outputs, wrt, grad_outputs=incoming, create_graph=True, allow_unused=True))
 
     def _replay_with_sums(self) -> CompiledReplay:
         if self._with_sums is None:
@@ -461,12 +491,17 @@ class CompiledBackward:
             total += int(np.prod(value.shape, dtype=np.int64)) * np.dtype(value.dtype).itemsize
         return total
 
-    def attach(self, leaves: list, results: list, flat: list, scalars: list) -> None:
+    def attach(self, leaves: list, results: list, flat: list, scalars: list, call: tuple | None = None) -> None:
         """Give this call's differentiable outputs their node (one per call), saving what its
         backward reads: the forward's saved results, and the arguments and captured tensors as
-        they are now (with their version counters)."""
+        they are now (with their version counters). ``call`` (args, kwargs) is kept for a double
+        backward, which runs the function again on them."""
         edges, meta = self._edges_and_meta(flat)
-        node = Node(self.opdef, {"scalars": scalars}, edges, meta, len(self.trace.outputs))
+        attrs = {"scalars": scalars}
+        if call is not None and self.rebuild is not None:
+            attrs["call"] = (call, flat, [(t, t._version_counter[0]) for t in flat]
+                             + [(t, t._version_counter[0]) for _, t in self.captured_sources])
+        node = Node(self.opdef, attrs, edges, meta, len(self.trace.outputs))
         saved = {}
         plain = SavedTensor.of_array
         for name, index, owner in self._saved_plan:
@@ -525,11 +560,9 @@ class CompiledBackward:
         return flat[k] if kind == "input" else self.captured_sources[k][1]
 
     def _backward(self, F, grad, saved, attrs, needs, running_sums=None):
-        if GradMode.enabled:
-            raise RuntimeError(f"{NODE_NAME} does not support double backward (create_graph=True): a compiled "
-                               "function's backward is a recorded program. Differentiate the uncompiled function "
-                               "for higher-order gradients")
         grads = grad if isinstance(grad, tuple) else (grad,)
+        if GradMode.enabled:
+            return self._rebuilt_backward(grads, attrs)
         arrays = [saved[name] for name in self.names]
         saved.clear()   # the program takes the saved arrays over (a released node holds none)
         n_saved = self._n_saved
@@ -558,13 +591,42 @@ class CompiledBackward:
         return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 
 
+def version_text(t, versions: list) -> str:
+    before = next(version for other, version in versions if other is t)
+    return f"{before} then, {t._version_counter[0]} now"
+
+
 def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
 
 
 def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list,
-                     outputs: list, partition: str = "auto") -> tuple:
+                     outputs: list, partition: str = "auto", fn=None) -> tuple:
     """(forward graph, CompiledBackward) for a recording with a backward trace; ``outputs`` are the
-    record's output specs."""
+    record's output specs; ``fn`` the compiled function (run again for a double backward)."""
     forward, backward, layout = split(joint, trace, n_inputs, captured_sources, outputs, partition)
-    return forward, CompiledBackward(backward, trace, layout, captured_sources)
+    compiled = CompiledBackward(backward, trace, layout, captured_sources)
+    compiled.rebuild = Rebuild(fn, rebuild_refusal(forward, captured_sources)) if fn is not None else None
+    return forward, compiled
+
+
+def rebuild_refusal(forward: Graph, captured_sources: list) -> str | None:
+    """Why running a call's function again would not rebuild the graph its replay stood for (None:
+    it would): random draws differ, and writes into outside state would happen twice."""
+    for op in forward.ops:
+        if op.opdef.kind == "random":
+            return f"its forward draws random numbers ({op.op}), which a second run would draw anew"
+    if forward.writebacks:
+        return "its forward changes outside state in place, which a second run would change again"
+    if any(kind != "tensor" for kind, _ in captured_sources):
+        return "its forward reads a .grad"
+    return None
+
+
+@dataclass
+class Rebuild:
+    """How a compiled model's node rebuilds its graph for a double backward: the function, run
+    again eagerly on the call's arguments (or why it cannot be)."""
+
+    fn: object
+    refusal: str | None

@@ -37,6 +37,7 @@ from staticgrad.record.float_arguments import as_replay_scalars, float_arguments
 from staticgrad.record.plan import Plan
 from staticgrad.record.scalars import CallFloats
 from staticgrad.record.tracer import Tracer
+from staticgrad.record.trees import flatten_outputs
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
@@ -133,13 +134,13 @@ class CompiledFunction:
                 if plan.replayable and plan.guards_hold(flat):
                     self.stats.replays += 1
                     self._last_plan = plan
-                    return plan.replay(flat)
+                    return plan.replay(flat, (args, kwargs))
         if floats:
             for plan in self._cache.get(without_float_values(key), ()):
                 if plan.guards_hold(flat):
                     self.stats.replays += 1
                     self._last_plan = plan
-                    return plan.replay(flat)
+                    return plan.replay(flat, (args, kwargs))
         if sum(plan.replayable for plan in self.plans) >= self.max_plans:
             self.stats.fallbacks += 1
             if not self._capped:
@@ -217,7 +218,7 @@ class CompiledFunction:
         if backward is not None:
             try:
                 forward_graph, compiled_backward = compile_backward(record.graph, backward, n_inputs, record.captured,
-                                                                      record.outputs, self.partition)
+                                                                      record.outputs, self.partition, self.fn)
             except Unsupported as error:
                 record.failure = f"its outputs' backward cannot be compiled: {error}"
                 return Plan(record, key)
@@ -363,24 +364,6 @@ def _describe_key(desc) -> str:
     if isinstance(desc, tuple) and len(desc) == 2 and isinstance(desc[0], str):
         return f"{desc[0]} {desc[1]!r}"
     return str(desc)
-
-
-def flatten_outputs(out):
-    """Outputs as a flat list of leaves and a tree to rebuild them from."""
-    flat = []
-
-    def walk(obj):
-        if isinstance(obj, (list, tuple)) and not isinstance(obj, Tensor):
-            items = [walk(x) for x in obj]
-            if hasattr(obj, "_fields"):
-                return ("namedtuple", type(obj), items)
-            return (type(obj), items)
-        if isinstance(obj, dict):
-            return (dict, [(k, walk(v)) for k, v in obj.items()])
-        flat.append(obj)
-        return len(flat) - 1
-
-    return flat, walk(out)
 
 
 @functools.lru_cache(maxsize=256)   # by the code's contents: its instructions decide the answer

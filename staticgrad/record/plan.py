@@ -15,6 +15,7 @@ from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Epoch, GradEpoch, bump_grad_epoch
 from staticgrad.inspect import plan_report
 from staticgrad.record.profiling import profile_plan
+from staticgrad.record.trees import rebuild_outputs
 
 _MISSING = object()
 
@@ -170,7 +171,9 @@ class Plan:
             recycled[index] = grad._data
         return recycled
 
-    def replay(self, flat: list):
+    def replay(self, flat: list, call: tuple | None = None):
+        """Run the plan on argument tensors ``flat``; ``call`` is the call's (args, kwargs), which
+        a compiled model's backward keeps to rebuild its graph for a double backward."""
         record = self.record
         recycled = self._recyclable_grads() if self._fresh_grads else None
         scalars = [g() for g in self._scalar_getters]
@@ -211,8 +214,8 @@ class Plan:
                 bump_grad_epoch()  # guards that read this .grad (of this or another plan) must be re-checked
             target._grad = new
         if self.backward is not None:
-            self.backward.attach(leaves, results, flat, scalars)
-        return _rebuild(self._tree, leaves)
+            self.backward.attach(leaves, results, flat, scalars, call)
+        return rebuild_outputs(self._tree, leaves)
 
     # ---- inspection -------------------------------------------------------------------------
 
@@ -294,14 +297,3 @@ def _grad_value(final, results, flat):
     if kind == "input":
         return flat[ref]
     return ref
-
-
-def _rebuild(tree, leaves):
-    if isinstance(tree, int):
-        return leaves[tree]
-    kind = tree[0]
-    if kind == "namedtuple":
-        return tree[1](*[_rebuild(t, leaves) for t in tree[2]])
-    if kind is dict:
-        return {k: _rebuild(t, leaves) for k, t in tree[1]}
-    return kind(_rebuild(t, leaves) for t in tree[1])

@@ -550,3 +550,20 @@ def test_outstanding_calls_and_eager_uses_of_the_same_weights_sum_as_eager(name)
         totals.append(loss.detach().numpy())
     assert np.array_equal(*totals)
     assert _same_grads(eager, model)
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm"])
+def test_every_family_passes_gradients_on_into_eager_code_before_it(name):
+    """An input computed by eager code (scaled by a parameter of its own) gets its gradient from
+    the node, and backward continues into the eager graph before the model: the scale's gradient
+    equals the eager twin's, bit for bit."""
+    eager, model, data, loss_fn = _family_twins(name)
+    scales = [sg.tensor(np.float32(1.5), requires_grad=True) for _ in range(2)]
+    for k, (x, y) in enumerate((data * 4)[:4]):
+        for net, scale in zip((eager, model), scales):
+            scale.grad = None
+            loss_fn(net(x * scale), y).backward()
+        assert np.array_equal(scales[0].grad.numpy(), scales[1].grad.numpy()), f"call {k}"
+        assert _same_grads(eager, model)
+    assert model.stats.replays >= 2

@@ -1,7 +1,7 @@
-"""Memory of one training step of the bench MLP: staticgrad's planned arena against its lower
+"""Memory of one training step of the bench models: staticgrad's planned arena against its lower
 bound, what a replay allocates, staticgrad eager's peak, and PyTorch eager's peak.
 
-    python benchmarks/memory.py [--sizes tiny medium large]
+    python benchmarks/memory.py [--model mlp cnn lstm transformer] [--sizes tiny medium large]
 
 "Working memory" is what a step needs beyond the tensors alive before it (parameters, optimizer
 state, the previous gradients): for eager, the peak of allocations during the step above that
@@ -15,17 +15,18 @@ from __future__ import annotations
 import argparse
 
 import staticgrad
+from staticgrad.bench.families import FAMILIES, as_tensors, bench_model, build, training_step
 from staticgrad.bench.measure import peak_bytes
-from staticgrad.bench.models import SIZES, batches, build, initial_weights
-from staticgrad.bench.runner import staticgrad_steps
+from staticgrad.bench.models import SIZES
 
 
-def staticgrad_memory(size) -> dict:
-    weights, raw = initial_weights(size), batches(size)
-    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
-    eager, compiled, _ = staticgrad_steps(size, weights, data)
-    for x, y in data[:3]:
+def staticgrad_memory(bench, state: dict) -> dict:
+    data = as_tensors(staticgrad, bench.batches(4))
+    eager = training_step(staticgrad, bench, *build(staticgrad, bench, state))
+    compiled = staticgrad.compile(training_step(staticgrad, bench, *build(staticgrad, bench, state)))
+    for x, y in data[:3]:   # the first calls trace (and create the optimizer state)
         eager(x, y)
+        compiled(x, y)
     plan = next(p for p in compiled.plans if p.replayable)
     x, y = data[0]
     return {"arena": plan.program.arena_bytes, "lower_bound": plan.program.lower_bound,
@@ -33,7 +34,7 @@ def staticgrad_memory(size) -> dict:
             "eager_peak": peak_bytes(lambda: eager(x, y))}
 
 
-def torch_memory(size):
+def torch_memory(bench, state: dict):
     try:
         import numpy as np
         import torch
@@ -41,8 +42,8 @@ def torch_memory(size):
         from torch.profiler._memory_profiler import MemoryProfileTimeline
     except ImportError:
         return None
-    _, _, step = build(torch, size, initial_weights(size))
-    x, y = (torch.from_numpy(a) for a in batches(size, 1)[0])
+    step = training_step(torch, bench, *build(torch, bench, state))
+    ((x, y),) = as_tensors(torch, bench.batches(1))
     for _ in range(3):
         step(x, y)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
@@ -58,19 +59,25 @@ def mib(n) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", default=["tiny", "medium", "large"])
+    parser.add_argument("--model", nargs="+", default=["mlp"], choices=list(FAMILIES))
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "medium", "large"], choices=list(SIZES),
+                        help="MLP sizes")
     args = parser.parse_args()
     from staticgrad.bench.runner import machine_line
 
     print(machine_line())
-    print(f"{'size':<7} {'arena':>12} {'lower bound':>12} {'ratio':>6} {'replay allocs':>14} "
+    print(f"{'model':<11} {'arena':>12} {'lower bound':>12} {'ratio':>6} {'replay allocs':>14} "
           f"{'replay total':>13} {'sg eager peak':>14} {'torch eager peak':>17}")
-    for name in args.sizes:
-        size = SIZES[name]
-        m = staticgrad_memory(size)
-        torch_peak = torch_memory(size)
+    models = [bench_model(family, size) for family in args.model
+              for size in (args.sizes if family == "mlp" else [None])]
+    for bench in models:
+        model, _ = build(staticgrad, bench)
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        m = staticgrad_memory(bench, state)
+        torch_peak = torch_memory(bench, state)
         total = m["arena"] + m["replay_step_allocations"]
-        print(f"{name:<7} {mib(m['arena']):>12} {mib(m['lower_bound']):>12} {m['arena'] / m['lower_bound']:6.2f} "
+        print(f"{bench.name:<11} {mib(m['arena']):>12} {mib(m['lower_bound']):>12} "
+              f"{m['arena'] / m['lower_bound']:6.2f} "
               f"{mib(m['replay_step_allocations']):>14} {mib(total):>13} {mib(m['eager_peak']):>14} "
               f"{mib(torch_peak):>17}")
 

@@ -1,111 +1,138 @@
-"""Every system the benchmarks race on the bench MLP step, each built from the same weights and
-data and returned as a zero-argument callable that runs one training step."""
+"""Every system the race times on one bench model (staticgrad/bench/families.py), each built from
+the same initial weights (staticgrad's state dict) and batches, and returned as a zero-argument
+callable that runs one training step on the next batch.
+
+Each builder returns (systems, skipped, facts): ``skipped`` maps a system that could not run to
+the reason, which the race prints instead of a time; ``facts`` are numbers for the report.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+import time
+
 from floors import NumbaFloor, NumPyFloor
+from functional_optim import init_state, optimizer_spec, update
 
 import staticgrad
-from staticgrad.bench.models import LR, MOMENTUM, MLPSize, batches, build, initial_weights
-from staticgrad.bench.runner import cycle_batches, staticgrad_steps
+from staticgrad.bench.families import as_tensors, build, training_step
+from staticgrad.bench.runner import cycle_batches
+
+BATCHES = 4   # batches each system cycles through
 
 
-def staticgrad_systems(size: MLPSize) -> dict:
-    weights, raw = initial_weights(size), batches(size)
-    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in raw]
-    eager, compiled, _ = staticgrad_steps(size, weights, data)
-    runs = {"staticgrad eager": cycle_batches(eager, data), "staticgrad replay": cycle_batches(compiled, data)}
-    return runs, compiled
+def initial_state(bench) -> dict:
+    """staticgrad's initial weights of ``bench`` (seed 0), from which every system starts."""
+    model, _ = build(staticgrad, bench)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def floor_systems(size: MLPSize) -> dict:
-    weights, raw = initial_weights(size), batches(size)
+def staticgrad_systems(bench, state: dict):
+    """Eager; the whole step compiled (already replaying); a loop around the compiled model with a
+    compiled ``opt.step``. Facts: the compiled step's replayed and recorded op counts."""
+    data = as_tensors(staticgrad, bench.batches(BATCHES))
+    model, opt = build(staticgrad, bench, state)
+    eager = training_step(staticgrad, bench, model, opt)
+    model, opt = build(staticgrad, bench, state)
+    compiled = staticgrad.compile(training_step(staticgrad, bench, model, opt))
+    for x, y in data[:3]:   # the first calls trace (and create the optimizer state)
+        compiled(x, y)
+    model, opt = build(staticgrad, bench, state)
+    loop = training_step(staticgrad, bench, staticgrad.compile(model), opt, staticgrad.compile(opt.step))
+    plan = next(p for p in compiled.plans if p.replayable)
+    systems = {"staticgrad replay": cycle_batches(compiled, data), "staticgrad eager": cycle_batches(eager, data),
+               "staticgrad model+step": cycle_batches(loop, data)}
+    facts = {"replayed_ops": len(plan.graph.ops), "recorded_ops": len(plan.record.graph.ops),
+             "fused_kernels": len(plan.program.kernels)}
+    return systems, {}, facts
+
+
+def floor_systems(bench, state: dict):
+    """The hand-written NumPy and Numba floors of the tanh MLP (floors.py)."""
+    if bench.family != "mlp":
+        return {}, {}, {}
+    layers = sorted({int(name.split(".")[0]) for name in state})
+    weights = [state[f"{i}.weight"].numpy().copy() for i in layers]
+    biases = [state[f"{i}.bias"].numpy().copy() for i in layers]
+    raw = bench.batches(BATCHES)
+    group = build(staticgrad, bench, state)[1].param_groups[0]
     systems = {}
     for name, cls in (("numpy floor", NumPyFloor), ("numba floor", NumbaFloor)):
-        floor = cls([w.copy() for w, _ in weights], [b.copy() for _, b in weights], size.batch, LR, MOMENTUM)
+        floor = cls([w.copy() for w in weights], [b.copy() for b in biases], raw[0][0].shape[0], group["lr"],
+                    group["momentum"])
         systems[name] = cycle_batches(floor, raw)
-    return systems
+    return systems, {}, {}
 
 
-def torch_systems(size: MLPSize, with_compile: bool = True) -> dict:
+def torch_systems(bench, state: dict, with_compile: bool = True):
+    """PyTorch eager, and ``torch.compile`` of the whole step as one graph (when it compiles here)."""
     try:
-        import torch
+        import torch  # the optional PyTorch peer
     except ImportError:
-        return {}
-    weights, raw = initial_weights(size), batches(size)
-    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in raw]
-    _, _, eager = build(torch, size, weights)
-    systems = {"torch eager": cycle_batches(eager, data)}
-    if with_compile:
-        systems["torch.compile"] = cycle_batches(_torch_functional_step(torch, weights), data)
-    return systems
+        return {}, {"torch eager": "torch is not installed", "torch.compile": "torch is not installed"}, {}
+    data = as_tensors(torch, bench.batches(BATCHES))
+    model, opt = build(torch, bench, state)
+    systems = {"torch eager": cycle_batches(training_step(torch, bench, model, opt), data)}
+    if not with_compile:
+        return systems, {"torch.compile": "not asked for (--no-compile)"}, {}
+    try:
+        step, seconds = torch_compiled_step(torch, bench, state, data)
+    except Exception as error:   # any compiler failure is reported, not raised
+        return systems, {"torch.compile": reason(error)}, {}
+    systems["torch.compile"] = cycle_batches(step, data)
+    return systems, {}, {"torch_compile_first_two_calls_seconds": seconds}
 
 
-def _torch_functional_step(torch, weights):
-    """The whole step as one pure function (grad via torch.func), which torch.compile captures as a
-    single graph; compiling the usual loss.backward() step breaks the graph."""
-    params = [torch.from_numpy(a.copy()) for pair in weights for a in pair]
-    buffers = [torch.zeros_like(p) for p in params]
-    layers = len(weights)
+def torch_compiled_step(torch, bench, state: dict, data: list):
+    """The whole training step (forward, loss, gradients, optimizer update) as one pure function
+    compiled with ``fullgraph=True``: the gradients come from ``torch.func.grad_and_value`` (a
+    ``loss.backward()`` inside a compiled function breaks the graph) and the optimizer is
+    functional_optim's. Returns (step(x, y), seconds of its first two calls, which compile)."""
+    import torch._dynamo
 
-    def loss_fn(params, x, y):
-        h = x
-        for i in range(layers):
-            h = torch.nn.functional.linear(h, params[2 * i], params[2 * i + 1])
-            if i < layers - 1:
-                h = torch.tanh(h)
-        return torch.nn.functional.mse_loss(h, y)
+    torch._dynamo.reset()                    # each model compiles afresh (the step's code object is shared)
+    torch._dynamo.config.allow_rnn = True    # otherwise nn.LSTM breaks the graph
+    model, opt = build(torch, bench, state)
+    spec = optimizer_spec(opt)
+    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    buffers = dict(model.named_buffers())
 
-    grad_and_loss = torch.func.grad_and_value(loss_fn)
+    def loss_of(params, x, y):
+        return bench.loss(torch, torch.func.functional_call(model, (params, buffers), (x,)), y)
 
-    @torch.compile
-    def step(params, buffers, x, y):
-        grads, loss = grad_and_loss(params, x, y)
-        buffers = [MOMENTUM * b + g for b, g in zip(buffers, grads)]
-        params = [p - LR * b for p, b in zip(params, buffers)]
-        return params, buffers, loss
+    @torch.compile(fullgraph=True)
+    def compiled(params, opt_state, x, y):
+        grads, loss = torch.func.grad_and_value(loss_of)(params, x, y)
+        params, opt_state = update(spec, params, grads, opt_state)
+        return params, opt_state, loss
 
-    state = [params, buffers]
+    held = {"params": params, "opt": init_state(spec, params, torch.zeros_like, torch.zeros(()))}
 
-    def call(x, y):
-        state[0], state[1], loss = step(state[0], state[1], x, y)
+    def step(x, y):
+        held["params"], held["opt"], loss = compiled(held["params"], held["opt"], x, y)
         return loss
-    return call
 
-
-def jax_systems(size: MLPSize) -> dict:
+    started = time.perf_counter()
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")   # logs a failed trace's traceback, then raises
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
-        import jax
-        import jax.numpy as jnp
-    except ImportError:
-        return {}
-    weights, raw = initial_weights(size), batches(size)
-    params = [jnp.asarray(a) for pair in weights for a in pair]
-    buffers = [jnp.zeros_like(p) for p in params]
-    layers = len(weights)
-
-    def loss_fn(params, x, y):
-        h = x
-        for i in range(layers):
-            h = h @ params[2 * i].T + params[2 * i + 1]
-            if i < layers - 1:
-                h = jnp.tanh(h)
-        return jnp.mean((h - y) ** 2)
-
-    @jax.jit
-    def step(params, buffers, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        buffers = [MOMENTUM * b + g for b, g in zip(buffers, grads)]
-        params = [p - LR * b for p, b in zip(params, buffers)]
-        return params, buffers, loss
-
-    state = [params, buffers]
-    data = [(jnp.asarray(x), jnp.asarray(y)) for x, y in raw]
-
-    def call(x, y):
-        state[0], state[1], loss = step(state[0], state[1], x, y)
-        return loss.block_until_ready()
-    return {"jax jit": cycle_batches(call, data)}
+        for x, y in data[:2]:
+            step(x, y)
+    finally:
+        quiet.setLevel(level)
+    return step, time.perf_counter() - started
 
 
-__all__ = ["floor_systems", "jax_systems", "staticgrad_systems", "torch_systems"]
+def reason(error: Exception) -> str:
+    """One line saying why a peer failed to compile: the error's first line and, when the compiler
+    quotes the error its tracing raised (``got RuntimeError("...")``), that error."""
+    text = str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    inner = re.search(r"got (\w+(?:Error|Exception)\(.*?\))\s*$", text, re.MULTILINE)
+    return f"{said}: {inner.group(1)}" if inner else said
+
+
+__all__ = ["floor_systems", "initial_state", "staticgrad_systems", "torch_compiled_step", "torch_systems"]

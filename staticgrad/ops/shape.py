@@ -314,5 +314,7 @@ with_emit("unsafe_view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape
 with_emit("expand", lambda ins, out, at, shapes: f"{out} = np.broadcast_to({ins[0]}, {at['shape']!r})")
 with_emit("unsqueeze", lambda ins, out, at, shapes: f"{out} = np.expand_dims({ins[0]}, {at['dim']})")
 with_emit("squeeze", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({tuple(shapes[-1])!r})")
+with_emit("select", lambda ins, out, at, shapes: (  # the forward's index: a trailing Ellipsis keeps a 0-d view
+    f"{out} = {ins[0]}[{', '.join([':'] * at['dim'] + [repr(at['index']), '...'])}]"))
 with_emit("detach", lambda ins, out, at, shapes: f"{out} = {ins[0]}")
 with_emit("alias", lambda ins, out, at, shapes: f"{out} = {ins[0]}.view()")

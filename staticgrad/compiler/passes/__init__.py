@@ -9,6 +9,7 @@ from staticgrad.compiler.passes.fold import fold_constants
 from staticgrad.compiler.passes.fuse import fuse_elementwise
 from staticgrad.compiler.passes.inplace import reuse_inputs_in_place
 from staticgrad.compiler.passes.lower import split_matmul_epilogues
+from staticgrad.compiler.passes.scalars import gather_scalar_chains
 from staticgrad.compiler.passes.simplify import simplify
 
 PIPELINE = [
@@ -17,6 +18,8 @@ PIPELINE = [
     (simplify, "drop double transposes"),
     (eliminate_dead_code, "drop ops whose results nothing reads (unused gradients and values)"),
     (split_matmul_epilogues, "split addmm into mm and a bias add that can join a fused kernel"),
+    (gather_scalar_chains, "compute each family of identical 0-dim op chains (an optimizer's bias corrections, one "
+                           "per parameter) in one step, once per distinct input"),
     (fuse_elementwise, "fuse exact elementwise groups (and their outer-axis sums) into Numba kernels"),
     (reuse_inputs_in_place, "write an op's output into the buffer of an input that dies there"),
 ]

@@ -154,8 +154,8 @@ def test_the_pass_merges_identical_chains_and_keeps_a_lone_op():
     pack = lowered.ops[0]
     assert pack.inputs == (0, 1) and lowered.values[pack.outputs[0]].shape == (2,)
     forward = sg.ops.OPS["scalar_chains"].forward
-    arrays = [np.array(3.0, np.float32), np.array(-0.0, np.float32)]
-    out = forward(*arrays, **pack.attr_dict)
-    expected = [np.multiply(np.add(a, 1), 0.5) for a in arrays]
-    same_bytes(out, np.array(expected, np.float32), "the chains' results")
+    for arrays in ([np.array(3.0, np.float32), np.array(-0.0, np.float32)], [np.array(7.0, np.float32)] * 2):
+        out = forward(*arrays, **pack.attr_dict)
+        expected = [np.multiply(np.add(a, 1), 0.5) for a in arrays]
+        same_bytes(out, np.array(expected, np.float32), "the chains' results")
     assert gather_scalar_chains(lowered) == (lowered, False)

@@ -95,48 +95,67 @@ def program_text(chain: tuple, exports: tuple, members: tuple) -> str:
     return repr((chain, exports, members))
 
 
-# (chain function, members, number of replay-time scalars) by program text
-_COMPILED: dict = {}
+class _Chains:
+    """A program text, ready to run: its chain function and members."""
+
+    __slots__ = ("dtype", "fn", "inputs", "members", "n_exports", "slot_names")
+
+    def __init__(self, program: str):
+        chain, exports, members = ast.literal_eval(program)
+        n_slots = len({value[1] for _, _, attrs, _ in chain for _, value in attrs if isinstance(value, tuple)})
+        namespace = {}
+        exec(compile(chain_source(chain, exports, len(members[0]), n_slots), "<scalar chain>", "exec"), namespace)
+        self.fn = namespace["build"](np)
+        self.members = members
+        self.inputs = sorted({p for positions in members for p in positions})
+        self.n_exports = len(exports)
+        self.slot_names = tuple(f"s{k}" for k in range(n_slots))
+        self.dtype = np.dtype(chain[exports[0]][3])
+
+
+_COMPILED: dict = {}   # _Chains by program text
 _COMPILED_KEPT = 256
 
 
-def _compiled(program: str) -> tuple:
-    kept = _COMPILED.get(program)
-    if kept is None:
-        chain, exports, members = ast.literal_eval(program)
-        n_inputs = len(members[0])
-        n_slots = len({value[1] for _, _, attrs, _ in chain for _, value in attrs if isinstance(value, tuple)})
-        namespace = {}
-        exec(compile(chain_source(chain, exports, n_inputs, n_slots), "<scalar chain>", "exec"), namespace)
-        kept = (namespace["build"](np), members, n_inputs, tuple(f"s{k}" for k in range(n_slots)),
-                np.dtype(chain[exports[0]][3]), len(members) * len(exports))
-        if len(_COMPILED) >= _COMPILED_KEPT:
-            _COMPILED.clear()
-        _COMPILED[program] = kept
-    return kept
+def _chains(program: str) -> _Chains:
+    if len(_COMPILED) >= _COMPILED_KEPT:
+        _COMPILED.clear()
+    chains = _COMPILED[program] = _Chains(program)
+    return chains
 
 
 def _forward(*arrays, out=None, program="", **slots):
-    """Write member m's k-th export into ``out[m * len(exports) + k]``."""
-    fn, members, n_inputs, slot_names, dtype, size = _compiled(program)
-    scalars = [slots[name] for name in slot_names]
+    """Write member m's k-th export into ``out[m * n_exports + k]``."""
+    chains = _COMPILED.get(program) or _chains(program)
+    members, n = chains.members, chains.n_exports
     if out is None:
-        out = np.empty(size, dtype)
-    made_for = {}
-    position = 0
-    for positions in members:
-        if n_inputs == 1:
-            inputs = (arrays[positions[0]],)
-            key = inputs[0].tobytes()
-        else:
-            inputs = tuple(arrays[p] for p in positions)
-            key = b"".join(a.tobytes() for a in inputs)
-        made = made_for.get(key)
-        if made is None:
-            made = made_for[key] = fn(*[a[()] for a in inputs], *scalars)
-        for value in made:
-            out[position] = value
-            position += 1
+        out = np.empty(len(members) * n, chains.dtype)
+    scalars = [slots[name] for name in chains.slot_names]
+    first = arrays[0].tobytes()
+    same = True
+    for p in chains.inputs:
+        if arrays[p].tobytes() != first:
+            same = False
+            break
+    if same:
+        # the usual case: every input holds the same bits (every parameter at the same step), so
+        # every member has the first one's results
+        made = chains.fn(*[arrays[p][()] for p in members[0]], *scalars)
+        if len(members) > 2:
+            out.reshape(len(members), n)[...] = made   # one store (0.6 us), not one per element (35 ns)
+            return out
+        made *= len(members)
+    else:
+        made_for = {}
+        made = []
+        for positions in members:
+            key = b"".join([arrays[p].tobytes() for p in positions])
+            results = made_for.get(key)
+            if results is None:
+                results = made_for[key] = chains.fn(*[arrays[p][()] for p in positions], *scalars)
+            made += results
+    for position, value in enumerate(made):
+        out[position] = value
     return out
 
 

@@ -7,7 +7,11 @@ parameters spent ~9N such calls on the same few numbers. Chains are identical wh
 attributes (replay-time scalars included: one family per parameter group), dtypes and exported
 steps match; their members then differ only in their inputs, usually equal step counts.
 
-Heuristic: MIN_OPS = 2, a lone 0-dim op stays the NumPy call it is (one call either way).
+Heuristic: MIN_OPS = 2, a lone 0-dim op stays the NumPy call it is (one call either way). Two ops
+already pay: a chain of two 0-dim multiplies took 1.3 us as this op (with the view of its result)
+against 1.9 us as two ufunc calls; Adam's twelve ops per parameter took 2.7 us for the first
+parameter and 0.3 us for each further one with the same step count, against ~6 us per parameter
+as nine NumPy calls (tiny MLP, 2 CPUs).
 """
 
 from __future__ import annotations

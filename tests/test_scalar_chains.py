@@ -129,10 +129,11 @@ def test_adam_scalar_work_is_one_op_per_group_whatever_the_parameter_count(name)
             step(x, y)
         graph = step.plan.graph
         parts.append(scalar_part(step.plan))
-        kernels.append(sum(op.op == "fused" and graph.values[op.outputs[0]].phase == "optimizer" for op in graph.ops))
+        kernels.append(sum(op.op == "fused" and any(graph.values[v].phase == "optimizer" for v in op.outputs)
+                           for op in graph.ops))
     assert parts == [["scalar_chains"], ["scalar_chains"]]
-    n_params = 2 * 8
-    assert kernels[1] <= n_params // 4, "the parameters' updates share a few kernels"
+    # 4 and 16 parameters: their updates share kernels (at most fuse.MAX_KERNEL_ARRAYS arrays each)
+    assert kernels == [1, 3], kernels
 
 
 def test_the_pass_merges_identical_chains_and_keeps_a_lone_op():

@@ -27,12 +27,11 @@ if __name__ == "__main__":  # thread counts must be set before NumPy loads its B
 import numpy as np
 
 import staticgrad as sg
+from staticgrad.bench.families import LM_BATCH, LM_CONTEXT, LM_DIM, LM_HEADS, LM_LAYERS, LM_VOCAB, bench_model
 from staticgrad.bench.measure import interleaved_medians
 from staticgrad.bench.models import training_step
 from staticgrad.bench.runner import machine_line
 from staticgrad.ops import OPS
-
-LM_BATCH, LM_CONTEXT, LM_DIM, LM_HEADS, LM_VOCAB, LM_LAYERS = 8, 32, 64, 4, 64, 2
 
 
 def op_rows(rng):
@@ -95,7 +94,7 @@ def softmax_rows(arrays):
                      lambda tx=tx: torch._softmax(tx, -1, False)))
         rows.append((f"softmax_backward {label}", lambda g=g, y=y: OPS["softmax_backward"].forward(g, y, dim=-1),
                      lambda tg=tg, ty=ty: torch._softmax_backward_data(tg, ty, -1, torch.float32)))
-    for shape in ((LM_BATCH * LM_CONTEXT, LM_VOCAB), (LM_BATCH * LM_CONTEXT, 128), (4096, 1024)):
+    for shape in ((LM_BATCH * LM_CONTEXT, LM_DIM), (LM_BATCH * LM_CONTEXT, LM_VOCAB), (4096, 1024)):
         x, tx = arrays(*shape)
         g, tg = arrays(*shape)
         y, ty = OPS["log_softmax"].forward(x, dim=1), torch._log_softmax(tx, 1, False)
@@ -137,44 +136,11 @@ def layer_norm_rows(arrays):
 # ---- the models, built alike in both libraries ----------------------------------------------------
 
 def cnn(lib):
-    nn = lib.nn
-    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
+    return bench_model("cnn").model(lib)
 
 
 def lm(lib):
-    """Token and position embeddings, pre-norm blocks of causal self-attention and a GELU MLP."""
-    nn = lib.nn
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(LM_DIM), nn.LayerNorm(LM_DIM)
-            self.qkv, self.proj = nn.Linear(LM_DIM, 3 * LM_DIM), nn.Linear(LM_DIM, LM_DIM)
-            self.mlp = nn.Sequential(nn.Linear(LM_DIM, 4 * LM_DIM), nn.GELU(), nn.Linear(4 * LM_DIM, LM_DIM))
-            self.register_buffer("mask", lib.ones(LM_CONTEXT, LM_CONTEXT, dtype=lib.bool).triu(1))
-
-        def forward(self, x):
-            batch, steps, width = x.shape
-            q, k, v = (t.view(batch, steps, LM_HEADS, width // LM_HEADS).transpose(1, 2)
-                       for t in self.qkv(self.ln1(x)).split(width, dim=2))
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(width // LM_HEADS))
-            weights = scores.masked_fill(self.mask[:steps, :steps], float("-inf")).softmax(-1)
-            x = x + self.proj((weights @ v).transpose(1, 2).reshape(batch, steps, width))
-            return x + self.mlp(self.ln2(x))
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tokens, self.positions = nn.Embedding(LM_VOCAB, LM_DIM), nn.Embedding(LM_CONTEXT, LM_DIM)
-            self.blocks = nn.Sequential(*[Block() for _ in range(LM_LAYERS)])
-            self.ln_f, self.head = nn.LayerNorm(LM_DIM), nn.Linear(LM_DIM, LM_VOCAB, bias=False)
-
-        def forward(self, idx):
-            return self.head(self.ln_f(self.blocks(self.tokens(idx) + self.positions(lib.arange(idx.shape[1])))))
-
-    return LM()
+    return bench_model("transformer").model(lib)
 
 
 def lm_step(lib, model, opt):

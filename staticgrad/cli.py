@@ -54,12 +54,7 @@ def _inspect_step(args) -> int:
         reasons = "; ".join(p.reason for p in compiled.plans if not p.replayable) or "no recording"
         print(f"{label(spec)} has no plan to inspect: its compiled step runs eagerly ({reasons})", file=sys.stderr)
         return 1
-    print(f"plan of {label(spec)} ({describe_batches(data)}):\n")
-    print(plan.describe())
-    if args.out:
-        plan.render(args.out)
-        print(f"\nwrote the lifetime chart and the program to {args.out}")
-    return 0
+    return _show_plan(plan, f"{label(spec)} ({describe_batches(data)})", args.out)
 
 
 def _inspect(args) -> int:
@@ -71,11 +66,16 @@ def _inspect(args) -> int:
     for x, y in batches(size, 3):
         compiled(staticgrad.tensor(x), staticgrad.tensor(y))
     plan = next(p for p in compiled.plans if p.replayable)
-    print(f"plan of the {size.name} bench step ({size.describe()}):\n")
+    return _show_plan(plan, f"the {size.name} bench step ({size.describe()})", args.out)
+
+
+def _show_plan(plan, what: str, out: str | None) -> int:
+    """Print a plan's description, and draw it into ``out`` if given."""
+    print(f"plan of {what}:\n")
     print(plan.describe())
-    if args.out:
-        plan.render(args.out)
-        print(f"\nwrote the lifetime chart and the program to {args.out}")
+    if out:
+        plan.render(out)
+        print(f"\nwrote the lifetime chart and the program to {out}")
     return 0
 
 

@@ -17,7 +17,7 @@ from staticgrad._eager.dispatch import F
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
 from staticgrad._eager.tensor import Tensor
-from staticgrad._state import Tracing, bump_grad_epoch
+from staticgrad._state import Tracing
 from staticgrad.ops import OPS
 
 
@@ -384,10 +384,8 @@ def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:
                 and data.flags.writeable and data.dtype == variable._data.dtype):
             if traced or data.shape != variable._data.shape:
                 variable.grad = g
-            else:   # what the setter does, for a gradient already checked to fit
-                if variable._captured:
-                    bump_grad_epoch()
-                variable._grad = g
+            else:   # a gradient already checked to fit, outside a trace
+                variable._store_grad(g)
         else:
             variable.grad = F.clone(g)
     elif not GradMode.enabled:

@@ -205,6 +205,10 @@ class Tensor:
         tracer = Tracing.tracer
         if tracer is not None:
             tracer.on_grad_write(self, value)
+        self._store_grad(value)
+
+    def _store_grad(self, value) -> None:
+        """Set ``.grad`` to a checked value: guards that read it re-check when it appears or goes."""
         if self._captured and (value is None) != (self._grad is None):
             bump_grad_epoch()
         self._grad = value

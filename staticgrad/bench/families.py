@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticgrad.bench.models import LR, MOMENTUM, SIZES, MLPSize, initial_weights
+from staticgrad.bench.models import LR, MOMENTUM, SIZES, MLPSize, initial_weights, mlp_model
 from staticgrad.bench.models import batches as mlp_batches
 
 FAMILIES = ("mlp", "cnn", "lstm", "transformer")
@@ -57,16 +57,7 @@ def mlp(size: MLPSize) -> BenchModel:
     weights = initial_weights(size)
 
     def model(lib):
-        layers = []
-        for i, (w, b) in enumerate(weights):
-            linear = lib.nn.Linear(w.shape[1], w.shape[0])
-            with lib.no_grad():
-                linear.weight.copy_(lib.tensor(w))
-                linear.bias.copy_(lib.tensor(b))
-            layers.append(linear)
-            if i < len(weights) - 1:
-                layers.append(lib.nn.Tanh())
-        return lib.nn.Sequential(*layers)
+        return mlp_model(lib, weights)
 
     return BenchModel(size.name, "mlp", size.describe(), model, _sgd, lambda count: mlp_batches(size, count), _mse,
                       "SGD(momentum=0.9)")

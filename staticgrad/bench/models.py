@@ -53,6 +53,13 @@ def batches(size: MLPSize, count: int = 4, seed: int = 1) -> list:
 
 def build(lib, size: MLPSize, weights: list):
     """(model, optimizer, step) in ``lib`` (staticgrad or torch), weights copied in."""
+    model = mlp_model(lib, weights)
+    opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    return model, opt, training_step(lib, model, opt)
+
+
+def mlp_model(lib, weights: list):
+    """The tanh MLP in ``lib`` (staticgrad or torch) with ``weights`` copied in."""
     layers = []
     for i, (w, b) in enumerate(weights):
         linear = lib.nn.Linear(w.shape[1], w.shape[0])
@@ -62,9 +69,7 @@ def build(lib, size: MLPSize, weights: list):
         layers.append(linear)
         if i < len(weights) - 1:
             layers.append(lib.nn.Tanh())
-    model = lib.nn.Sequential(*layers)
-    opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    return model, opt, training_step(lib, model, opt)
+    return lib.nn.Sequential(*layers)
 
 
 def training_step(lib, model, opt):

@@ -425,17 +425,18 @@ class CompiledBackward:
         if "call" not in attrs and refusal is None:
             refusal = "the call's arguments were not kept"
         if refusal is None:
-            _, _, versions = attrs["call"]
-            changed = [t for t, version in versions if t._version_counter[0] != version]
+            _, flat, versions, captured_versions = attrs["call"]
+            read = list(zip(flat, versions)) + list(zip(rebuild.captured, captured_versions))
+            changed = [(t, version) for t, version in read if t._version_counter[0] != version]
             if changed:
-                t = changed[0]
+                t, version = changed[0]
                 refusal = (f"a {list(t._data.shape)} tensor the call read was changed in place since the call "
-                           f"(version {version_text(t, versions)})")
+                           f"(version {version} then, {t._version_counter[0]} now)")
         if refusal is not None:
             raise RuntimeError(f"{NODE_NAME} cannot run a double backward (create_graph=True): {refusal}, so "
                                "its graph cannot be rebuilt by running the compiled function again. Differentiate "
                                "the uncompiled function for higher-order gradients")
-        (args, kwargs), flat, _ = attrs["call"]
+        (args, kwargs), flat, _, _ = attrs["call"]
         out, _ = flatten_outputs(rebuild.fn(*args, **kwargs))
         outputs = [out[i] for i in self.trace.outputs]
         wrt = [flat[ref] if kind == "input" else ref for kind, ref in self.trace.wrt]
@@ -498,9 +499,9 @@ class CompiledBackward:
         backward, which runs the function again on them."""
         edges, meta = self._edges_and_meta(flat)
         attrs = {"scalars": scalars}
-        if call is not None and self.rebuild is not None:
-            attrs["call"] = (call, flat, [(t, t._version_counter[0]) for t in flat]
-                             + [(t, t._version_counter[0]) for _, t in self.captured_sources])
+        if call is not None and self.rebuild is not None and self.rebuild.refusal is None:
+            attrs["call"] = (call, flat, [t._version_counter[0] for t in flat],
+                             [t._version_counter[0] for t in self.rebuild.captured])
         node = Node(self.opdef, attrs, edges, meta, len(self.trace.outputs))
         saved = {}
         plain = SavedTensor.of_array
@@ -591,11 +592,6 @@ class CompiledBackward:
         return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 
 
-def version_text(t, versions: list) -> str:
-    before = next(version for other, version in versions if other is t)
-    return f"{before} then, {t._version_counter[0]} now"
-
-
 def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
 
@@ -606,7 +602,9 @@ def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured
     record's output specs; ``fn`` the compiled function (run again for a double backward)."""
     forward, backward, layout = split(joint, trace, n_inputs, captured_sources, outputs, partition)
     compiled = CompiledBackward(backward, trace, layout, captured_sources)
-    compiled.rebuild = Rebuild(fn, rebuild_refusal(forward, captured_sources)) if fn is not None else None
+    if fn is not None:
+        compiled.rebuild = Rebuild(fn, rebuild_refusal(forward, captured_sources),
+                                   [t for kind, t in captured_sources if kind == "tensor"])
     return forward, compiled
 
 
@@ -630,3 +628,4 @@ class Rebuild:
 
     fn: object
     refusal: str | None
+    captured: list   # the captured tensors, whose versions each call notes

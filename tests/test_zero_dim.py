@@ -381,3 +381,26 @@ def test_compiled_function_of_zero_dim_inputs_equals_eager():
     for k in range(4):
         a, b = staticgrad.tensor(np.float32(0.1 * k)), staticgrad.tensor(np.float32(0.7))
         assert np.array_equal(compiled(a, b).numpy(), fn(a, b).numpy())
+
+
+def test_multi_output_op_with_zero_dim_results_replays_zero_dim():
+    """``max(dim=0)`` of a vector gives two 0-dim results; the replay (generated code and the plain
+    interpreter) keeps them 0-dim, with eager's values."""
+    from staticgrad.runtime.interpreter import Interpreter
+
+    @staticgrad.compile
+    def top(x):
+        value, index = x.max(dim=0)
+        return value * 2, index
+
+    x = staticgrad.randn(5)
+    top(x)
+    for _ in range(2):
+        x = staticgrad.randn(5)
+        value, index = top(x)
+        eager_value, eager_index = x.max(dim=0)
+        assert value.shape == () and index.shape == ()
+        assert value.item() == eager_value.item() * 2 and index.item() == eager_index.item()
+    plan = top.plans[-1]
+    results = Interpreter(plan.program).run(*plan.bind([x]))
+    assert [r.shape for r in results] == [(), ()]

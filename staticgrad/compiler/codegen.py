@@ -174,8 +174,9 @@ def _statement(step, name, shapes) -> str:
         return _kernel_call(step, ins, [name(s) for s in step.outputs])
     if step.mode == MULTI:
         outs = ", ".join(name(s) for s in step.outputs)
-        # C-contiguous, the layout eager gives every result that owns its memory
-        return f"{outs}, = map(np.ascontiguousarray, f_{step.op}({_call_args(ins, attrs)}))"
+        # C-contiguous, the layout eager gives every result that owns its memory (asarray with
+        # order "C", not ascontiguousarray, which would make a 0-dim result 1-dim)
+        return f"{outs}, = [np.asarray(a, order='C') for a in f_{step.op}({_call_args(ins, attrs)})]"
     out = name(step.outputs[0])
     if op.emit is not None:
         statement = op.emit(ins, out, attrs, in_shapes + [shapes.get(step.outputs[0])])

@@ -85,7 +85,7 @@ class Interpreter:
                 env[outs[0]] = forward(*args, **attrs)
             else:
                 for slot, array in zip(outs, forward(*args, **attrs)):
-                    env[slot] = np.ascontiguousarray(array)  # the layout eager gives every owned result
+                    env[slot] = np.asarray(array, order="C")  # eager's layout for an owned result; keeps 0-dim
         for source, target in program.writebacks:
             np.copyto(env[target], env[source])
         return [env[s].copy() if copy else env[s] for s, copy in zip(program.result_slots, self._copy_results)]

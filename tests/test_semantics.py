@@ -393,3 +393,24 @@ def test_matmul_gradients_follow_pytorch_layout_rule():
     computed transposed, as PyTorch does: the weight's gradient comes out in the weight's layout."""
     outcome_ = same_outcome(_transposed_operand_gradients)
     assert outcome_[1][1] == [[3, 1], [3, 1]]
+
+
+@pytest.mark.parametrize("pieces, node", [
+    (lambda lib, x: x.unbind(0), "UnbindBackward0"),
+    (lambda lib, x: x.unbind(1), "UnbindBackward0"),
+    (lambda lib, x: x.split(2), "SplitBackward0"),
+    (lambda lib, x: x.chunk(3, 1), "SplitBackward0"),
+    (lambda lib, x: lib.split(x, [1, 3]), "SplitWithSizesBackward0"),
+])
+def test_several_views_share_one_node_whose_backward_keeps_negative_zero(pieces, node):
+    """unbind/split/chunk give one node for all pieces, as PyTorch's; its backward builds the
+    input's gradient once (stack or cat), so a -0.0 gradient stays -0.0 (a sum with zeros would not)."""
+    grads = []
+    for lib in (staticgrad, torch):
+        x = lib.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+        parts = pieces(lib, x)
+        assert {p.grad_fn.name() for p in parts} == {node}
+        assert len({id(p.grad_fn) for p in parts}) == 1
+        ((parts[1] * -0.0).sum() + (parts[0] ** 2).sum()).backward()
+        grads.append(x.grad.numpy())
+    assert grads[0].tobytes() == grads[1].tobytes()

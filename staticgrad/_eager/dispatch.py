@@ -177,6 +177,23 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
     return node
 
 
+def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
+    """Several views of ``input`` under one node (unbind, split): each of ``pieces`` (callables)
+    dispatches its own view op, which is what a trace records; the node of ``op``, attached to them
+    all, is the one PyTorch shows (UnbindBackward0, SplitBackward0)."""
+    grad_on = GradMode.enabled
+    GradMode.enabled = False
+    try:
+        outputs = tuple(piece() for piece in pieces)
+    finally:
+        GradMode.enabled = grad_on
+    if grad_on and input._requires_grad and outputs:
+        for i, t in enumerate(outputs):
+            t._output_nr = i
+        _record_node(op, (input,), attrs, outputs, None)
+    return outputs
+
+
 def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     """Run ``op`` writing into ``target``'s storage (``add_``, ``mul_``, ``copy_``...)."""
     grad_on = GradMode.enabled

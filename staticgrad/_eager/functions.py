@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from staticgrad._eager.arguments import as_scalar, shape_argument
-from staticgrad._eager.dispatch import dispatch, dispatch_inplace
+from staticgrad._eager.dispatch import dispatch, dispatch_inplace, dispatch_pieces
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -659,16 +659,17 @@ def split(input, split_size_or_sections, dim=0):
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         sections = [step] * (length // step) + ([length % step] if length % step else [])
+        op, attrs = _op("split"), {"dim": d, "split_size": step}
     else:
         sections = list(split_size_or_sections)
         if builtins_sum(sections) != length:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {length} (input tensor's "
                                f"size at dimension {d}), but got split_sizes={sections}")
-    out, start = [], 0
-    for size in sections:
-        out.append(narrow(input, d, start, size))
-        start += size
-    return tuple(out)
+        op, attrs = _op("split_with_sizes"), {"dim": d, "split_sizes": tuple(sections)}
+    starts = [builtins_sum(sections[:i]) for i in range(len(sections))]
+    attrs["sections"] = tuple(sections)
+    return dispatch_pieces(op, input, attrs, [lambda start=start, size=size: narrow(input, d, start, size)
+                                              for start, size in zip(starts, sections)])
 
 
 def chunk(input, chunks, dim=0):
@@ -691,7 +692,10 @@ def unbind(input, dim=0):
     if input._data.ndim == 0:
         raise _no_dims(0)
     d = _normalize_dim(dim, input._data.ndim)
-    return tuple(dispatch(_op("select"), (input,), {"dim": d, "index": i}) for i in range(input._data.shape[d]))
+    select = _op("select")
+    return dispatch_pieces(_op("unbind"), input, {"dim": d},
+                           [lambda i=i: dispatch(select, (input,), {"dim": d, "index": i})
+                            for i in range(input._data.shape[d])])
 
 
 def builtins_sum(values):

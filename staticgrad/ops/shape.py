@@ -137,6 +137,48 @@ register(OpDef("select_backward", _select_backward, "other", "SelectBackwardBack
                lambda F, gg, s, at, need: (F.select(gg, dim=at["dim"], index=at["index"]),), (), "same"))
 
 
+# ---- functions returning several views (unbind, split): one node for all of them ---------------
+# Eager runs each piece as its own select or slice (what a trace records); the node these records
+# give the pieces is PyTorch's single UnbindBackward0 or SplitBackward0, whose backward builds the
+# input's gradient once (stack or cat, zeros for the pieces that got none) instead of adding one
+# input-sized buffer per piece.
+
+def _pieces_grads(g) -> tuple:
+    return g if type(g) is tuple else (g,)
+
+
+def _unbind_backward(F, g, s, at, need):
+    grads = _pieces_grads(g)
+    present = next(x for x in grads if x is not None)
+    return (F.stack(*[x if x is not None else F.zeros_like(present) for x in grads], dim=at["dim"]),)
+
+
+def _split_backward(F, g, s, at, need):
+    grads, dim = _pieces_grads(g), at["dim"]
+    sizes = list(s["self_sym_sizes"])
+    dtype = next(x for x in grads if x is not None).dtype
+    filled = []
+    for x, size in zip(grads, at["sections"]):
+        if x is None:
+            x = F.full(shape=tuple(sizes[:dim] + [size] + sizes[dim + 1:]), value=0.0, dtype=dtype)
+        filled.append(x)
+    return (F.cat(*filled, dim=dim) if len(filled) > 1 else filled[0],)
+
+
+def _pieces_forward(a, out=None, **attrs):
+    raise RuntimeError("staticgrad internal error: unbind and split run as their pieces' views, not as one op")
+
+
+register(OpDef("unbind", _pieces_forward, "view", "UnbindBackward0", _unbind_backward,
+               (Save("dim", "attr:dim", freed=False),), "same"))
+register(OpDef("split", _pieces_forward, "view", "SplitBackward0", _split_backward,
+               (Save("dim", "attr:dim", freed=False), Save("self_sym_sizes", "shape:0", freed=False),
+                Save("split_size", "attr:split_size", freed=False)), "same"))
+register(OpDef("split_with_sizes", _pieces_forward, "view", "SplitWithSizesBackward0", _split_backward,
+               (Save("dim", "attr:dim", freed=False), Save("self_sym_sizes", "shape:0", freed=False),
+                Save("split_sizes", "attr:split_sizes", freed=False)), "same"))
+
+
 def _slice(a, out=None, dim=0, start=0, end=None, step=1):
     return a[(slice(None),) * dim + (slice(start, end, step),)]
 

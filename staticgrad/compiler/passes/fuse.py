@@ -12,6 +12,11 @@ Heuristics, each measured on the bench MLP:
   2.7 us at 128x256), so it becomes a kernel too.
 - MAX_KERNEL_ARRAYS = 64: merging more loops into one kernel saves little dispatch (1.6 us for 30
   arrays) and lengthens Numba compile time.
+- MAX_DEFERRED_VALUES = 2: a group that stands at its last member runs its earlier members late,
+  which keeps their inputs alive until then. A chain of gradient sums (a weight used at every step
+  of an LSTM) would hold every term at once (16 x 64 KiB) where eager adds each as it comes; a group
+  may keep at most this many values alive past their last outside use (a count, not bytes, so that
+  fusing never depends on a dim's value).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from staticgrad.ops.reductions import sum_to_axes
 
 MIN_GROUP = 2
 MAX_KERNEL_ARRAYS = 64
+MAX_DEFERRED_VALUES = 2
 _FLOAT_DTYPES = ("float32", "float64")
 
 
@@ -115,8 +121,31 @@ def placement(members: list, ops: list, producer: dict, users: dict):
     return last
 
 
-def _can_absorb(group: _Group, index: int, ops: list, producer: dict, users: dict) -> bool:
-    return placement(group.ops + [index], ops, producer, users) is not None
+def _can_absorb(group: _Group, index: int, ops: list, producer: dict, users: dict, also: list = ()) -> bool:
+    members = group.ops + list(also) + [index]
+    where = placement(members, ops, producer, users)
+    return where is not None and _deferred_values(members, where, ops, producer, users) <= MAX_DEFERRED_VALUES
+
+
+def _deferred_values(members: list, where: int, ops: list, producer: dict, users: dict) -> int:
+    """How many values computed outside the group a group standing at ``where`` keeps alive past
+    their last use outside it (inputs of members that would have run earlier)."""
+    inside = set(members)
+    seen = set()
+    for m in members:
+        if m >= where:
+            continue
+        for v in ops[m].inputs:
+            p = producer.get(v)
+            if v in seen or p is None or p in inside or ops[p].opdef.kind == "view":
+                continue
+            uses = users.get(v, ())
+            if max((u for u in uses if u not in inside), default=-1) >= where:
+                continue  # alive until then anyway
+            dies = max(u for u in uses if u < where)   # where it dies if every member runs in place
+            if any(j not in inside for j in range(dies + 1, where)):  # something else runs meanwhile
+                seen.add(v)
+    return len(seen)
 
 
 def _join(candidates: list, index: int, ops: list, producer: dict, users: dict):
@@ -147,7 +176,7 @@ def _find_groups(graph: Graph) -> list:
                 groups.append(target)
             else:
                 for g in candidates:
-                    if g is not target and placement(target.ops + g.ops + [i], ops, producer, users) is not None:
+                    if g is not target and _can_absorb(target, i, ops, producer, users, g.ops):
                         target.members += g.members
                         target.sums += g.sums
                         for m in g.ops:

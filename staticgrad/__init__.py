@@ -55,3 +55,8 @@ def initial_seed() -> int:
 from staticgrad._eager.creation import randperm
 from staticgrad._eager.generator import Generator, default_generator, get_rng_state, seed, set_rng_state
 from staticgrad import utils
+
+# The training-script API: serialization, threads, devices, onnx.
+from staticgrad import onnx
+from staticgrad.devices import accelerator, backends, cuda, get_num_threads, set_num_threads
+from staticgrad.serialization import load, save

@@ -58,4 +58,5 @@ __all__ = [
 from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from staticgrad.nn.channel_dropout import Dropout2d
 
-__all__ += ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout2d"]
+__all__ += ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout2d", "utils"]
+from staticgrad.nn import utils  # noqa: E402

@@ -12,7 +12,7 @@ _threads = {"count": None}
 def _blas_limits():
     """threadpoolctl's BLAS controller, or None when threadpoolctl is not installed."""
     try:
-        import threadpoolctl
+        import threadpoolctl  # optional: only when installed
     except ImportError:
         return None
     return threadpoolctl.ThreadpoolController()
@@ -27,7 +27,7 @@ def set_num_threads(num: int) -> None:
     if controller is not None:
         controller.limit(limits=num, user_api="blas")
     try:
-        import numba
+        import numba  # loaded on first use, as the kernels load it
         numba.set_num_threads(min(num, numba.config.NUMBA_NUM_THREADS))
     except ImportError:
         pass
@@ -39,7 +39,7 @@ def get_num_threads() -> int:
     if _threads["count"] is not None:
         return _threads["count"]
     try:
-        import numba
+        import numba  # loaded on first use, as the kernels load it
         return numba.get_num_threads()
     except ImportError:
         return os.cpu_count() or 1

@@ -15,6 +15,7 @@ from collections import OrderedDict
 import numpy as np
 
 from staticgrad._eager.tensor import Tensor
+from staticgrad.nn.parameter import Parameter
 
 FORMAT = "staticgrad.save/1"
 _STRUCTURE = "structure.json"
@@ -48,7 +49,6 @@ class _Writer:
                         f"(a safe format: nothing is pickled); got an object of type {type(obj).__name__}")
 
     def _tensor(self, t: Tensor) -> dict:
-        from staticgrad.nn.parameter import Parameter
         index = self._index.get(id(t))
         if index is None:
             index = self._index[id(t)] = len(self.arrays)
@@ -105,8 +105,7 @@ class _Reader:
             with self.archive.open(f"arrays/{index}.npy") as member:
                 array = np.load(io.BytesIO(member.read()), allow_pickle=False)
             if node.get("parameter"):
-                from staticgrad.nn.parameter import Parameter
-                t = Parameter(Tensor._make(array, False, None), requires_grad=bool(node["requires_grad"]))
+                        t = Parameter(Tensor._make(array, False, None), requires_grad=bool(node["requires_grad"]))
             else:
                 t = Tensor._make(array, False, None)
                 if node.get("requires_grad"):

@@ -7,6 +7,7 @@ import numpy as np
 
 from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.generator import draw_source
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
@@ -166,7 +167,6 @@ def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:
 
 def _source(generator) -> dict:
     """The attribute a random op draws from for ``generator=`` (none for the default generator)."""
-    from staticgrad._eager.generator import draw_source
     source = draw_source(generator)
     return {} if source is None else {"source": source}
 

@@ -10,7 +10,7 @@ import secrets
 
 import numpy as np
 
-from staticgrad._eager.tensor import Tensor
+from staticgrad._eager.tensor import Device, Tensor
 from staticgrad.ops.factory import DEFAULT_SEED, _GeneratorHolder, source_number
 from staticgrad.ops.factory import manual_seed as _seed_default
 
@@ -26,7 +26,6 @@ class Generator:
 
     @property
     def device(self):
-        from staticgrad._eager.tensor import Device
         return Device("cpu")
 
     def numpy_generator(self) -> np.random.Generator:

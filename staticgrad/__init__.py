@@ -50,3 +50,13 @@ def get_default_dtype():
 
 def initial_seed() -> int:
     return _seed_of()
+
+# The training-script API: random generators, data loading (staticgrad.utils.data).
+from staticgrad._eager.creation import randperm
+from staticgrad._eager.generator import Generator, default_generator, get_rng_state, seed, set_rng_state
+from staticgrad import utils
+
+# The training-script API: serialization, threads, devices, onnx.
+from staticgrad import onnx
+from staticgrad.devices import accelerator, backends, cuda, get_num_threads, set_num_threads
+from staticgrad.serialization import load, save

@@ -7,6 +7,7 @@ import numpy as np
 
 from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.generator import draw_source
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
@@ -164,12 +165,18 @@ def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:
     return _factory("eye", requires_grad, n=n, m=n if m is None else m, dtype=_np_dtype(dtype))
 
 
+def _source(generator) -> dict:
+    """The attribute a random op draws from for ``generator=`` (none for the default generator)."""
+    source = draw_source(generator)
+    return {} if source is None else {"source": source}
+
+
 def randn(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    return _factory("randn", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype))
+    return _factory("randn", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype), **_source(generator))
 
 
 def rand(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    return _factory("rand", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype))
+    return _factory("rand", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype), **_source(generator))
 
 
 def randn_like(input, *, dtype=None, requires_grad=False) -> Tensor:
@@ -182,13 +189,21 @@ def rand_like(input, *, dtype=None, requires_grad=False) -> Tensor:
     return _factory("rand", requires_grad, shape=shape, dtype=np_dtype)
 
 
-def randint(low, high=None, size=None, *, dtype=None, requires_grad=False) -> Tensor:
+def randint(low, high=None, size=None, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
     if high is None:
         low, high = 0, low
     return _factory("randint", requires_grad, shape=shape_argument((size,)), low=low, high=high,
-                    dtype=_np_dtype(dtype, np.dtype(np.int64)))
+                    dtype=_np_dtype(dtype, np.dtype(np.int64)), **_source(generator))
+
+
+def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """A random permutation of ``0..n-1`` (int64 unless ``dtype``)."""
+    n = int(n)
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    return _factory("randperm", requires_grad, n=n, dtype=_np_dtype(dtype, np.dtype(np.int64)), **_source(generator))
 
 
 def manual_seed(seed: int) -> None:

@@ -53,3 +53,10 @@ __all__ = [
                                   "functional",
                                   "init",
 ]
+
+# The training-script API: batch normalization, channel dropout.
+from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from staticgrad.nn.channel_dropout import Dropout2d
+
+__all__ += ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout2d", "utils"]
+from staticgrad.nn import utils  # noqa: E402

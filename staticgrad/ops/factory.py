@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import itertools
+import weakref
+
 import numpy as np
 
 from staticgrad.ops.registry import OpDef, register
@@ -22,8 +25,31 @@ def manual_seed(seed: int) -> None:
     _GeneratorHolder.generator = np.random.default_rng(int(seed))
 
 
-def generator() -> np.random.Generator:
-    return _GeneratorHolder.generator
+# The generators draws name by number (``generator=g`` becomes the attribute ``source=<number>``,
+# which replay code can print); held weakly: a generator nobody holds is gone.
+_SOURCES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_SOURCE_NUMBERS = itertools.count(1)
+
+
+def source_number(holder) -> int:
+    """The number draws use to name ``holder`` (an object with ``numpy_generator()``)."""
+    number = getattr(holder, "_source_number", None)
+    if number is None:
+        number = holder._source_number = next(_SOURCE_NUMBERS)
+        _SOURCES[number] = holder
+    return number
+
+
+def generator(source=None) -> np.random.Generator:
+    """The NumPy generator a draw reads: the ``staticgrad.Generator`` numbered ``source`` (passed as
+    ``generator=``), or the process-wide one."""
+    if source is None:
+        return _GeneratorHolder.generator
+    holder = _SOURCES.get(source)
+    if holder is None:
+        raise RuntimeError(f"a random draw reads staticgrad.Generator number {source}, which no longer exists: "
+                           "keep the Generator alive as long as the compiled function that draws from it")
+    return holder.numpy_generator()
 
 
 def _into(result, out):
@@ -59,11 +85,11 @@ register(OpDef("arange", lambda out=None, start=0, end=0, step=1, dtype=None:
 register(OpDef("eye", lambda out=None, n=0, m=0, dtype=None: _into(np.eye(n, m, dtype=dtype), out),
                "factory", dtype_rule="attr"))
 
-register(OpDef("randn", lambda out=None, shape=(), dtype=None:
-               _into(generator().standard_normal(shape, dtype=dtype), out), "random", dtype_rule="attr"))
+register(OpDef("randn", lambda out=None, shape=(), dtype=None, source=None:
+               _into(generator(source).standard_normal(shape, dtype=dtype), out), "random", dtype_rule="attr"))
 
-register(OpDef("rand", lambda out=None, shape=(), dtype=None:
-               _into(generator().random(shape, dtype=dtype), out), "random", dtype_rule="attr"))
+register(OpDef("rand", lambda out=None, shape=(), dtype=None, source=None:
+               _into(generator(source).random(shape, dtype=dtype), out), "random", dtype_rule="attr"))
 
 
 def _uniform(out=None, shape=(), low=0.0, high=1.0, dtype=None):
@@ -83,8 +109,8 @@ def _normal(out=None, shape=(), mean=0.0, std=1.0, dtype=None):
 register(OpDef("normal", _normal, "random", dtype_rule="attr"))
 
 
-def _randint(out=None, shape=(), low=0, high=1, dtype=None):
-    return _into(generator().integers(low, high, size=shape, dtype=dtype), out)
+def _randint(out=None, shape=(), low=0, high=1, dtype=None, source=None):
+    return _into(generator(source).integers(low, high, size=shape, dtype=dtype), out)
 
 
 register(OpDef("randint", _randint, "random", dtype_rule="attr"))
@@ -98,3 +124,11 @@ def _dropout_mask(out=None, shape=(), p=0.5, dtype=None):
 
 
 register(OpDef("dropout_mask", _dropout_mask, "random", dtype_rule="attr"))
+
+
+def _randperm(out=None, n=0, dtype=None, source=None):
+    """A random permutation of ``0..n-1``."""
+    return _into(generator(source).permutation(n).astype(dtype, copy=False), out)
+
+
+register(OpDef("randperm", _randperm, "random", dtype_rule="attr"))

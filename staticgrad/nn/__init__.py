@@ -53,3 +53,15 @@ __all__ = [
                                   "functional",
                                   "init",
 ]
+
+from staticgrad.nn.loss_more import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineSimilarity,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    SmoothL1Loss,
+)
+
+__all__ += ["BCELoss", "BCEWithLogitsLoss", "CosineSimilarity", "HuberLoss", "KLDivLoss", "L1Loss", "SmoothL1Loss"]

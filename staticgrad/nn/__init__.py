@@ -63,5 +63,7 @@ from staticgrad.nn.loss_more import (
     L1Loss,
     SmoothL1Loss,
 )
+from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
 
 __all__ += ["BCELoss", "BCEWithLogitsLoss", "CosineSimilarity", "HuberLoss", "KLDivLoss", "L1Loss", "SmoothL1Loss"]
+__all__ += ["GRU", "RNN", "GRUCell", "RNNCell"]

@@ -54,6 +54,7 @@ __all__ = [
                                   "init",
 ]
 
+from staticgrad.nn.attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from staticgrad.nn.loss_more import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -67,3 +68,4 @@ from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
 
 __all__ += ["BCELoss", "BCEWithLogitsLoss", "CosineSimilarity", "HuberLoss", "KLDivLoss", "L1Loss", "SmoothL1Loss"]
 __all__ += ["GRU", "RNN", "GRUCell", "RNNCell"]
+__all__ += ["MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer"]

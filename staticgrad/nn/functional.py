@@ -74,7 +74,6 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 # Layers defined next to their modules (imported last: those modules import this one's helpers).
 from staticgrad.nn.activation import gelu  # noqa: E402
-from staticgrad.nn.attention import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.conv import conv2d, max_pool2d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
@@ -88,4 +87,5 @@ from staticgrad.nn.loss_more import (  # noqa: E402
     smooth_l1_loss,
 )
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
+from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402

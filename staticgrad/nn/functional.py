@@ -79,5 +79,15 @@ from staticgrad.nn.channel_dropout import dropout2d  # noqa: E402
 from staticgrad.nn.conv import conv2d, max_pool2d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
+from staticgrad.nn.loss_more import (  # noqa: E402
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cosine_similarity,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    smooth_l1_loss,
+)
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
+from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402

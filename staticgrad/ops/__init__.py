@@ -44,3 +44,5 @@ from staticgrad.ops.registry import (
 
 __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "jit_loops", "lit", "register",
            "shape_str", "with_emit"]
+
+from staticgrad.ops import loss_more  # noqa: F401  (fill OPS: more losses)

@@ -32,3 +32,5 @@ from staticgrad.ops.registry import (
 
 __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "jit_loops", "lit", "register",
            "shape_str", "with_emit"]
+
+from staticgrad.ops import movement  # noqa: F401  (fill OPS: data movement)

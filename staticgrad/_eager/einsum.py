@@ -67,7 +67,7 @@ def _take_diagonals(t: Tensor, labels: list, index: int):
         a, b = t._data.shape[first], t._data.shape[second]
         if a != b:
             raise RuntimeError(f"einsum(): subscript {repeated} is repeated for operand {index} but the sizes don't "
-                               f"match, {a} != {b}")
+                               f"match, {b} != {a}")
         t = dispatch(OPS["diagonal"], (t,), {"offset": 0, "dim1": first, "dim2": second})
         labels = [lab for k, lab in enumerate(labels) if k not in (first, second)] + [repeated]
 

@@ -16,7 +16,7 @@ FULL_SLICE = ("slice", None, None, None)
 
 
 def _as_index_tensor(item):
-    """A list or array of indices as an index tensor; a Python list is a literal of the code (a
+    """A list or array of indices as an index tensor; a Python list or tuple is a literal of the code (a
     constant of a traced call), an array a tensor made from an array (refused while tracing)."""
     array = np.asarray(item)
     if array.size == 0 and array.dtype.kind == "f":  # an empty list: no indices
@@ -24,10 +24,20 @@ def _as_index_tensor(item):
     if array.dtype.kind not in "iub":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     dtype = _dtypes.bool_ if array.dtype.kind == "b" else _dtypes.int64
-    return tensor(array.tolist() if isinstance(item, list) else array, dtype=dtype)
+    return tensor(array.tolist() if isinstance(item, (list, tuple)) else array, dtype=dtype)
+
+
+def _sequence_as_tuple(index) -> bool:
+    """PyTorch's (and old NumPy's) rule: a short list holding a sequence, slice, ellipsis, None or
+    tensor is a tuple of per-dim indices (``x[[[0, 1], [2, 2]]]`` is ``x[[0, 1], [2, 2]]``)."""
+    return isinstance(index, list) and len(index) < 32 and any(
+        item is None or item is Ellipsis or isinstance(item, (list, tuple, slice, Tensor, np.ndarray))
+        for item in index)
 
 
 def _normalize(index):
+    if _sequence_as_tuple(index):
+        index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)
     items = []

@@ -166,10 +166,12 @@ def _sort_dim(input, dim) -> int:
     return _normalize_dim(dim, input._data.ndim)
 
 
-def sort(input, dim=-1, descending=False, stable=False):
-    """torch.sort: (values, indices) along ``dim``; equal values keep their order (a stable sort)."""
+def sort(input, dim=-1, descending=False, stable=None):
+    """torch.sort: (values, indices) along ``dim``; equal values keep their order (a stable sort, so
+    ``stable`` changes nothing but the node's name: PyTorch's sort.stable overload, SortBackward1)."""
     fn.require_tensor(input, "sort")
-    values, indices = dispatch(OPS["sort"], (input,), {"dim": _sort_dim(input, dim), "descending": bool(descending)})
+    attrs = {"dim": _sort_dim(input, dim), "descending": bool(descending), "stable": stable is not None}
+    values, indices = dispatch(OPS["sort"], (input,), attrs)
     return SortResult(values, indices)
 
 

@@ -143,13 +143,14 @@ register(OpDef("constant_pad_nd", _constant_pad, "other", "ConstantPadNdBackward
 
 def _source_positions(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
     """For each output position along a padded dim, the input position it copies."""
+    if mode == "circular":  # cropping comes first; the wrapped copies come from what is left
+        first, kept = max(-lo, 0), n - max(-lo, 0) - max(-hi, 0)
+        return first + np.arange(-max(lo, 0), kept + max(hi, 0)) % kept
     p = np.arange(-lo, n + hi)
     if mode == "reflect":
         p = np.abs(p)
         return np.where(p >= n, 2 * (n - 1) - p, p)
-    if mode == "replicate":
-        return np.clip(p, 0, n - 1)
-    return p % n  # circular
+    return np.clip(p, 0, n - 1)  # replicate
 
 
 def _padded_dims(ndim: int, pad):
@@ -207,7 +208,7 @@ def _moved_sort(a, dim, descending):
     return np.flip(n - 1 - flipped, dim)
 
 
-def _sort(a, out=None, dim=0, descending=False):
+def _sort(a, out=None, dim=0, descending=False, stable=False):
     if a.ndim == 0:
         return a.copy(), np.zeros((), np.int64)
     indices = _moved_sort(a, dim, descending)
@@ -232,7 +233,8 @@ def _scatter_back(F, g, s, at, need):
 
 
 _SELECTED = (Save("indices", "result:1"), _SIZES, _kept("dim"))
-register(OpDef("sort", _sort, "other", "SortBackward0", _scatter_back, _SELECTED, "same", explain=axis_error))
+register(OpDef("sort", _sort, "other", lambda at: "SortBackward1" if at.get("stable") else "SortBackward0",
+               _scatter_back, _SELECTED, "same", explain=axis_error))
 register(OpDef("topk", _topk, "other", "TopkBackward0", _scatter_back, _SELECTED, "same", explain=axis_error))
 register(OpDef("argsort", _argsort, "other", dtype_rule="index", explain=axis_error))
 
@@ -286,11 +288,11 @@ def _masked_select_backward(F, g, s, at, need):
 
 
 def _masked_select_error(shapes, attrs, exc):
-    a, m = shapes
-    for i in range(1, min(len(a), len(m)) + 1):
-        if a[-i] != m[-i] and 1 not in (a[-i], m[-i]):
-            return RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b ({m[-i]}) at "
-                                f"non-singleton dimension {max(len(a), len(m)) - i}")
+    source, mask = shapes  # PyTorch broadcasts the mask first: it is "tensor a" in the message
+    for i in range(1, min(len(source), len(mask)) + 1):
+        if source[-i] != mask[-i] and 1 not in (source[-i], mask[-i]):
+            return RuntimeError(f"The size of tensor a ({mask[-i]}) must match the size of tensor b ({source[-i]}) "
+                                f"at non-singleton dimension {max(len(source), len(mask)) - i}")
     return None
 
 
@@ -318,19 +320,34 @@ def _one_hot(a, out=None, num_classes=1):
 register(OpDef("one_hot", _one_hot, "other", dtype_rule="index"))
 
 
+def _fused_multiply_add(a, b, c):
+    """``a * b + c`` rounded once, as the C ``fma`` PyTorch's compiled loops use (float64 arrays): the
+    product's and the sum's rounding errors recovered exactly (Dekker's split, Knuth's two-sum)."""
+    product = a * b
+    split_a, split_b = 134217729.0 * a, 134217729.0 * b  # 2**27 + 1
+    a_hi, b_hi = split_a - (split_a - a), split_b - (split_b - b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    product_error = ((a_hi * b_hi - product) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    total = product + c
+    back = total - product
+    sum_error = (product - (total - back)) + (c - back)
+    return total + (sum_error + product_error)
+
+
 def _linspace(out=None, start=0.0, end=1.0, steps=100, dtype=None):
     """PyTorch's CPU linspace: the first half counts up from start, the second half down from end,
-    in the result's type (in float64 for integer results, then truncated)."""
+    each value one fused multiply-add (float64 for integer results, then truncated)."""
     dtype = np.dtype(dtype)
     compute = dtype if dtype.kind == "f" else np.dtype(np.float64)
     first, last = compute.type(start), compute.type(end)
-    step = (last - first) / compute.type(max(steps - 1, 1))
-    i = np.arange(steps).astype(compute)
-    half = steps // 2
-    values = np.where(np.arange(steps) < half, first + step * i, last - step * (compute.type(steps - 1) - i))
+    step = (last - first) / compute.type(steps - 1) if steps > 1 else compute.type(0)
+    index = np.arange(steps, dtype=np.float64)
+    up = index < steps // 2
+    values = np.where(up, _fused_multiply_add(np.float64(step), index, np.float64(first)),
+                      _fused_multiply_add(-np.float64(step), steps - 1 - index, np.float64(last)))
     if steps == 1:
-        values = np.array([first], dtype=compute)
-    return _into(values.astype(dtype), out)
+        values = np.full(1, np.float64(first))
+    return _into(values.astype(compute).astype(dtype), out)
 
 
 register(OpDef("linspace", _linspace, "factory", dtype_rule="attr"))

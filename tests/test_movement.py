@@ -89,6 +89,7 @@ CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Using a non-tuple sequence")
 @pytest.mark.parametrize("name,fn,x", CASES, ids=[c[0] for c in CASES])
 def test_matches_torch_in_float64(name, fn, x):
     # PyTorch's reflection and replication pad backward nodes say their gradient requires grad yet have
@@ -326,6 +327,7 @@ def _loss_step(lib, fn, weight):
     return step
 
 
+@pytest.mark.filterwarnings("ignore:Using a non-tuple sequence")
 @pytest.mark.parametrize("name,fn,x", REPLAY_CASES, ids=[c[0] for c in REPLAY_CASES])
 def test_replayed_training_step_equals_eager(name, fn, x):
     w_eager = sg.tensor(rand(*x.shape, seed=5), requires_grad=True)
@@ -369,6 +371,7 @@ DATA_DEPENDENT = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:staticgrad.compile:RuntimeWarning")
 @pytest.mark.parametrize("name,fn", DATA_DEPENDENT, ids=[c[0] for c in DATA_DEPENDENT])
 def test_value_dependent_sizes_are_refused_while_tracing(name, fn):
     with pytest.raises(TraceError, match="depends on"):
@@ -377,6 +380,12 @@ def test_value_dependent_sizes_are_refused_while_tracing(name, fn):
     for seed in range(3):
         x = sg.tensor(rand(5, seed=seed))
         np.testing.assert_array_equal(fallback(x).numpy(), fn(x).numpy())
+
+
+def test_nested_list_index_warns_as_pytorch_does():
+    with pytest.warns(UserWarning, match="non-tuple sequence for multidimensional indexing"):
+        y = sg.arange(12).view(3, 4)[[[0, 1], [2, 2]]]
+    assert y.tolist() == [2, 6]
 
 
 def test_constant_mask_inside_a_compiled_function_replays():

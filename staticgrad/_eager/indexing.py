@@ -3,6 +3,8 @@ applied one after another; index tensors (integer or boolean) finish with one in
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from staticgrad._eager.creation import tensor
@@ -37,6 +39,8 @@ def _sequence_as_tuple(index) -> bool:
 
 def _normalize(index):
     if _sequence_as_tuple(index):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
+                      "instead of x[seq] (PyTorch will read it as a tensor index)", UserWarning, stacklevel=3)
         index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)

@@ -139,12 +139,11 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     d = _normalize_dim(dim, input._data.ndim)
     if input._data.ndim == 0:
         input = fn.view(input, (1,))
-    if isinstance(repeats, Tensor) and repeats._data.size == 1 and repeats._data.ndim <= 1:
-        _read_guard(repeats, "repeat_interleave with a tensor of repeats (its result's size depends on the values)")
-        repeats = int(repeats._data.reshape(()))
     if isinstance(repeats, Tensor):
         _read_guard(repeats, "repeat_interleave with a tensor of repeats (its result's size depends on the values)")
         counts = repeats._data
+        if counts.size == 1 and counts.ndim <= 1:  # one count for every entry
+            counts = np.full(input._data.shape[d], counts.reshape(()), dtype=counts.dtype)
         if counts.ndim != 1 or counts.size != input._data.shape[d]:
             raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
                                f"{counts.size} and input.size({d}) = {input._data.shape[d]}")

@@ -35,10 +35,16 @@ def flip(input, dims):
 
 
 def fliplr(input):
+    fn.require_tensor(input, "fliplr")
+    if input._data.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
     return flip(input, 1)
 
 
 def flipud(input):
+    fn.require_tensor(input, "flipud")
+    if input._data.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
     return flip(input, 0)
 
 
@@ -49,7 +55,9 @@ def roll(input, shifts, dims=None):
     dims = () if dims is None else _dims_list(dims)
     if len(shifts) != len(dims) and not (not dims and len(shifts) == 1):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    dims = tuple(_normalize_dim(d, ndim) for d in dims) if ndim else ()
+    if dims and not ndim:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
+    dims = tuple(_normalize_dim(d, ndim) for d in dims)
     return dispatch(OPS["roll"], (input,), {"shifts": shifts if dims else shifts[:1], "dims": dims})
 
 
@@ -92,6 +100,8 @@ def unflatten(input, dim, sizes):
     """torch.unflatten: dim ``dim`` split into ``sizes`` (one -1 allowed), a view."""
     fn.require_tensor(input, "unflatten")
     shape = input._data.shape
+    if not shape:
+        raise RuntimeError("unflatten got an unexpected error: a 0-dim tensor has no dim to unflatten")
     d = _normalize_dim(dim, len(shape))
     sizes = tuple(int(s) for s in sizes)
     if not sizes:
@@ -118,6 +128,8 @@ def index_select(input, dim, index):
     if index._data.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = _normalize_dim(dim, input._data.ndim)
+    if input._data.ndim == 0 and index._data.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index._data.size} value(s)")
     size = input._data.shape[d] if input._data.ndim else 1
     bad = index._data[(index._data < -size) | (index._data >= size)] if index._data.size else ()
     if len(bad):

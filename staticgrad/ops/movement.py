@@ -242,8 +242,8 @@ register(OpDef("argsort", _argsort, "other", dtype_rule="index", explain=axis_er
 # ---- index_select and its adjoint ---------------------------------------------------------------
 
 def _index_select(a, index, out=None, dim=0):
-    if a.ndim == 0:
-        return _into(np.take(a.reshape(1), index), out)
+    if a.ndim == 0:  # a 0-dim input gives a 0-dim result (its one index is checked by the caller)
+        return _into(np.take(a.reshape(1), index).reshape(()), out)
     return _into(np.take(a, index, axis=dim), out)
 
 

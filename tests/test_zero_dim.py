@@ -218,8 +218,22 @@ def _nn_cases():
     yield Case("F.max_pool2d", lambda lib, a: lib.nn.functional.max_pool2d(a, 1), [X])
 
 
+def _movement_cases():
+    for name, args in [("argsort", ()), ("argsort", (0, True)), ("diag", ()), ("diagonal", ()), ("flip", (0,)),
+                       ("flip", (-1,)), ("fliplr", ()), ("flipud", ()), ("masked_select", None), ("nonzero", ()),
+                       ("repeat_interleave", (2,)), ("roll", (1,)), ("roll", (1, 0)), ("sort", ()), ("sort", (0, True)),
+                       ("topk", (1,)), ("unflatten", (0, (1,))), ("unfold", (0, 1, 1)), ("unfold", (-1, 1, 2))]:
+        if args is None:
+            yield Case(f"Tensor.{name}", lambda lib, a: a.masked_select(a > 0), [X])
+        else:
+            yield Case(f"Tensor.{name}", _method(name, *args), [X])
+    yield Case("Tensor.index_select", lambda lib, a: a.index_select(0, lib.tensor([0, 0])), [X])
+    yield Case("Tensor.index_select", lambda lib, a: a.index_select(-1, lib.tensor(0)), [X])
+
+
 CASES = [*_unary_cases(), *_binary_cases(), *_reduction_cases(), *_elementwise_misc_cases(), *_shape_cases(),
          *_matrix_cases(), *_type_cases(), *_inplace_cases(), *_nn_cases()]
+CASES += _movement_cases()
 
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {

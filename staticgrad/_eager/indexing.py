@@ -3,30 +3,50 @@ applied one after another; index tensors (integer or boolean) finish with one in
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.functions import full_like_scalar, to_dtype, unsqueeze
-from staticgrad._eager.tensor import Tensor
+from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad.ops import OPS
+from staticgrad.ops import dtypes as _dtypes
 
 FULL_SLICE = ("slice", None, None, None)
 
 
 def _as_index_tensor(item):
+    """A list or array of indices as an index tensor; a Python list or tuple is a literal of the code (a
+    constant of a traced call), an array a tensor made from an array (refused while tracing)."""
     array = np.asarray(item)
+    if array.size == 0 and array.dtype.kind == "f":  # an empty list: no indices
+        array = array.astype(np.int64)
     if array.dtype.kind not in "iub":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    return tensor(array.astype(np.int64) if array.dtype.kind in "iu" else array)
+    dtype = _dtypes.bool_ if array.dtype.kind == "b" else _dtypes.int64
+    return tensor(array.tolist() if isinstance(item, (list, tuple)) else array, dtype=dtype)
+
+
+def _sequence_as_tuple(index) -> bool:
+    """PyTorch's (and old NumPy's) rule: a short list holding a sequence, slice, ellipsis, None or
+    tensor is a tuple of per-dim indices (``x[[[0, 1], [2, 2]]]`` is ``x[[0, 1], [2, 2]]``)."""
+    return isinstance(index, list) and len(index) < 32 and any(
+        item is None or item is Ellipsis or isinstance(item, (list, tuple, slice, Tensor, np.ndarray))
+        for item in index)
 
 
 def _normalize(index):
+    if _sequence_as_tuple(index):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
+                      "instead of x[seq] (PyTorch will read it as a tensor index)", UserWarning, stacklevel=3)
+        index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)
     items = []
     for item in index:
-        if isinstance(item, (list, np.ndarray)):
+        if isinstance(item, (list, tuple, np.ndarray)):  # a sequence inside the index: indices of one dim
             item = _as_index_tensor(item)
         elif isinstance(item, np.integer):
             item = int(item)
@@ -61,7 +81,7 @@ def _expand_ellipsis(items, ndim):
 
 def _apply_basic(t: Tensor, items):
     """Apply ints, slices and None as views; return the view and [(dim, index tensor)]."""
-    lone_full_slice = len(items) == 1 and items[0] == slice(None)
+    lone_full_slice = len(items) == 1 and isinstance(items[0], slice) and items[0] == slice(None)
     result, dim, tensors = t, 0, []
     for item in items:
         if item is None:
@@ -110,6 +130,9 @@ def getitem(t: Tensor, index):
         return result
     if len(tensors) > 4:
         raise IndexError("staticgrad supports at most 4 index tensors in one indexing expression")
+    for _, index_tensor in tensors:
+        if index_tensor._data.dtype.kind == "b":
+            _read_guard(index_tensor, "indexing with a boolean mask (the result's size depends on the mask's values)")
     return dispatch(OPS[f"index{len(tensors)}"], (result,) + tuple(i for _, i in tensors),
                     {"template": _template(tensors)})
 

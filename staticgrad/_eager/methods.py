@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 
-from staticgrad._eager import engine, indexing
+from staticgrad._eager import engine, indexing, movement
 from staticgrad._eager import functions as fn
 from staticgrad._eager.node import Node
 from staticgrad._eager.printing import tensor_repr
@@ -117,6 +117,16 @@ def _detach_(self):
 
 
 METHODS["detach_"] = _detach_
+
+# data movement (staticgrad._eager.movement)
+METHODS.update({
+    "flip": lambda self, *dims: movement.flip(self, dims[0] if len(dims) == 1 else dims),
+    "fliplr": movement.fliplr, "flipud": movement.flipud, "roll": movement.roll, "diagonal": movement.diagonal,
+    "diag": movement.diag, "unfold": movement.unfold, "unflatten": movement.unflatten,
+    "repeat_interleave": movement.repeat_interleave, "index_select": movement.index_select,
+    "sort": movement.sort, "argsort": movement.argsort, "topk": movement.topk,
+    "masked_select": movement.masked_select, "nonzero": movement.nonzero,
+})
 
 for _name, _fn in METHODS.items():
     setattr(Tensor, _name, _fn)

@@ -6,6 +6,7 @@ import warnings
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.movement import one_hot, pad
 from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS, reduction_code

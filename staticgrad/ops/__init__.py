@@ -22,6 +22,8 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
                                      fused,
                                      linalg,
                                      loss,
+                                     loss_more,
+                                     movement,
                                      nn_ops,
                                      reductions,
                                      scalar_chains,
@@ -44,5 +46,3 @@ from staticgrad.ops.registry import (
 
 __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "jit_loops", "lit", "register",
            "shape_str", "with_emit"]
-
-from staticgrad.ops import loss_more  # noqa: F401  (fill OPS: more losses)

@@ -462,3 +462,26 @@ def test_a_compiled_step_reading_grads_rechecks_when_grads_appear_or_go():
         return np.array(out)
 
     assert np.array_equal(run(False), run(True))
+
+
+def test_an_op_whose_forward_ignores_out_stops_the_replay():
+    """A forward that returns a new array instead of writing into the planned ``out`` would leave
+    the buffer stale and later steps would read it: the replay raises instead."""
+    from staticgrad._eager.dispatch import dispatch
+    from staticgrad.errors import PlanError
+    from staticgrad.ops import OPS, OpDef, register
+
+    def doubled_ignoring_out(a, out=None):
+        return a * 2.0
+
+    op = register(OpDef("test_doubled_ignoring_out", doubled_ignoring_out, "other", dtype_rule="same"))
+    try:
+        @sg.compile
+        def f(x):
+            return dispatch(op, (x,), {}) + 1.0
+
+        f(sg.randn(3))
+        with pytest.raises(PlanError, match="test_doubled_ignoring_out.*out="):
+            f(sg.randn(3))
+    finally:
+        del OPS["test_doubled_ignoring_out"]

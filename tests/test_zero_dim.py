@@ -231,9 +231,26 @@ def _movement_cases():
     yield Case("Tensor.index_select", lambda lib, a: a.index_select(-1, lib.tensor(0)), [X])
 
 
+def _more_nn_cases():
+    """Losses and layers with a 0-dim input: a value where PyTorch gives one, else its error."""
+    half = np.array(0.25)
+    for reduction in ["mean", "sum", "none"]:
+        for name, arrays in [("binary_cross_entropy", [half, Y]), ("binary_cross_entropy_with_logits", [X, Y]),
+                             ("huber_loss", [X, Y]), ("smooth_l1_loss", [X, Y]), ("l1_loss", [X, Y]),
+                             ("kl_div", [X, Y])]:
+            yield Case(f"F.{name}", lambda lib, a, b, n=name, r=reduction: getattr(lib.nn.functional, n)(
+                a, b, reduction=r), arrays)
+    yield Case("F.cosine_similarity", lambda lib, a, b: lib.nn.functional.cosine_similarity(a, b, dim=0), [X, Y])
+    yield Case("F.batch_norm", lambda lib, a: lib.nn.functional.batch_norm(a, None, None, training=True), [X])
+    yield Case("F.dropout2d", lambda lib, a: lib.nn.functional.dropout2d(a, 0.5, training=False), [X])
+    yield Case("F.scaled_dot_product_attention",
+               lambda lib, q, k, v: lib.nn.functional.scaled_dot_product_attention(q, k, v), [X, Y, P])
+
+
 CASES = [*_unary_cases(), *_binary_cases(), *_reduction_cases(), *_elementwise_misc_cases(), *_shape_cases(),
          *_matrix_cases(), *_type_cases(), *_inplace_cases(), *_nn_cases()]
 CASES += _movement_cases()
+CASES += _more_nn_cases()
 
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {

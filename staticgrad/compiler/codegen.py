@@ -185,7 +185,9 @@ def _statement(step, name, shapes) -> str:
     if step.mode == VIEW:
         return f"{out} = f_{step.op}({_call_args(ins, attrs)})"
     assert step.mode == OUT
-    return f"f_{step.op}({_call_args(ins, attrs, out)})"
+    # A forward must write into ``out`` and return it: one that returned a new array instead
+    # would leave the planned buffer stale, and later steps would read it silently.
+    return f"if f_{step.op}({_call_args(ins, attrs, out)}) is not {out}: _out_ignored({step.op!r})"
 
 
 def kernel_for_step(step, names: list, outs: list) -> tuple:

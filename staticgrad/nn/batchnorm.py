@@ -31,8 +31,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ``running_mean``/``running_var`` in place when given), else by the running statistics."""
     require_floating(input, "batch_norm")
     shape = tuple(input.shape)
-    if len(shape) < 2:
-        raise ValueError(f"Expected 2D or more input (got {len(shape)}D input)")
+    if len(shape) < 2:  # PyTorch's functional form fails reading the channel dim
+        raise IndexError("tuple index out of range")
     channels = shape[1]
     weight = weight if weight is not None else _filled(1.0, input, channels)
     bias = bias if bias is not None else _filled(0.0, input, channels)

@@ -153,8 +153,10 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     fn.require_tensor(x2, "cosine_similarity", "x2", 2)
     shape = _broadcast_shape(x1._data.shape, x2._data.shape)
     ndim = len(shape)
-    if ndim == 0:
-        raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})")
+    if ndim == 0:  # a 0-dim pair is one 1-element vector each, as PyTorch takes it
+        fn.normalize_dims(dim, 0)
+        shape, ndim, dim = (1,), 1, 0
+        x1, x2 = fn.reshape(x1, (1,)), fn.reshape(x2, (1,))
     (axis,) = fn.normalize_dims(dim, ndim)
     if x1._data.shape != shape:
         x1 = fn.expand(x1, shape)

@@ -55,6 +55,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         q, k, v = (_CPP_TYPE_NAMES.get(t._data.dtype.name, t._data.dtype.name) for t in (query, key, value))
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: {q} "
                            f"key.dtype: {k} and value.dtype: {v} instead.")
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        raise RuntimeError("Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                           f"{query.dim()} key.dim: {key.dim()} and value.dim: {value.dim()} instead.")
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     length, source_length = query.shape[-2], key.shape[-2]

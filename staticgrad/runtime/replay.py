@@ -17,8 +17,14 @@ from staticgrad.runtime.arena import Arena
 from staticgrad.runtime.kernels import load_kernel
 from staticgrad.runtime.program import KERNEL, Program
 
-# Names generated code may use for values that print as bare words.
-_NAMESPACE = {"inf": float("inf"), "nan": float("nan"), "dtype": np.dtype}
+def _out_ignored(op: str):
+    raise PlanError(f"op {op!r} did not write its result into the planned buffer given as out= (its forward "
+                    "returned another array); the replay would read a stale buffer, so it stops here. The op's "
+                    "forward must write into out and return it.")
+
+
+# Names generated code may use for values that print as bare words, and its one error.
+_NAMESPACE = {"inf": float("inf"), "nan": float("nan"), "dtype": np.dtype, "_out_ignored": _out_ignored}
 
 
 # Idle arenas a plan keeps for later calls; calls beyond this many at once build their own.

@@ -50,3 +50,43 @@ def get_default_dtype():
 
 def initial_seed() -> int:
     return _seed_of()
+
+
+# Elementwise math, clamp with tensor bounds, norm; torch.special (staticgrad._eager.math_functions).
+from staticgrad import special
+from staticgrad._eager.math_functions import (
+    acos,
+    acosh,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    ceil,
+    copysign,
+    cos,
+    cosh,
+    erf,
+    exp2,
+    expm1,
+    fix,
+    floor,
+    lerp,
+    log1p,
+    log2,
+    log10,
+    logaddexp,
+    norm,
+    round,
+    sin,
+    sinh,
+    tan,
+    trunc,
+)

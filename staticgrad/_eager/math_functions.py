@@ -22,6 +22,7 @@ UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "
 
 def _unary(name: str, public: str, check=None):
     op = OPS[name]
+    inplace_op = OPS.get(name + "_inplace", op)
 
     def function(input):
         fn.require_tensor(input, public)
@@ -32,7 +33,7 @@ def _unary(name: str, public: str, check=None):
     def inplace(input):
         if check is not None:
             check(input)
-        return dispatch_inplace(op, input, (), {})
+        return dispatch_inplace(inplace_op, input, (), {})
 
     function.__name__, inplace.__name__ = public, public + "_"
     function.__doc__ = f"torch.{public}: elementwise, with PyTorch's gradient and dtype rules."
@@ -68,8 +69,8 @@ FUNCTIONS["fix"], INPLACE["fix_"] = _unary("trunc", "fix", _no_bool("trunc_vml_c
 floor, ceil, trunc, fix = (FUNCTIONS[n] for n in ("floor", "ceil", "trunc", "fix"))
 
 
-def _round_call(input, decimals: int):
-    if decimals == 0:
+def _round_call(input, decimals):
+    if decimals is None:
         _no_bool("round_vml_cpu")(input)
         return OPS["round"], {}
     if input._data.dtype.kind != "f":
@@ -77,14 +78,15 @@ def _round_call(input, decimals: int):
     return OPS["round_decimals"], {"decimals": int(decimals)}
 
 
-def round(input, *, decimals=0):
-    """torch.round: halves to even; ``decimals`` rounds to that many decimal places (RoundBackward1)."""
+def round(input, *, decimals=None):
+    """torch.round: halves to even; ``decimals`` (default 0) rounds to that many decimal places and,
+    given at all, records PyTorch's RoundBackward1."""
     fn.require_tensor(input, "round")
     op, attrs = _round_call(input, decimals)
     return dispatch(op, (input,), attrs)
 
 
-def round_(input, *, decimals=0):
+def round_(input, *, decimals=None):
     op, attrs = _round_call(input, decimals)
     return dispatch_inplace(op, input, (), attrs)
 
@@ -98,7 +100,7 @@ def copysign(input, other):
     """|input| with the sign of other (a tensor or a number)."""
     if not isinstance(input, Tensor):
         raise TypeError("copysign() received an invalid combination of arguments - got "
-                        f"({fn._type_name(input)}, {fn._type_name(other)}), but expected one of:\n"
+                        f"({_type_name(input)}, {_type_name(other)}), but expected one of:\n"
                         " * (Tensor input, Tensor other)\n * (Tensor input, Number other)")
     if isinstance(other, Tensor):
         return dispatch(OPS["copysign"], (input, other), {})
@@ -135,6 +137,11 @@ INPLACE.update(copysign_=copysign_, atan2_=atan2_, arctan2_=atan2_)
 
 
 # ---- lerp -------------------------------------------------------------------------------------------
+
+def _type_name(value) -> str:
+    """A type as PyTorch's argument errors print it."""
+    return "Tensor" if isinstance(value, Tensor) else fn._type_name(value)
+
 
 def _cpp_name(array) -> str:
     return fn._CPP_TYPE_NAMES.get(array.dtype.name, array.dtype.name)
@@ -177,7 +184,7 @@ def _clamp_tensor_call(min, max):
     """The bound tensors and attributes of clamp_tensor, or PyTorch's TypeError for a tensor bound
     mixed with a number."""
     if (min is not None and not isinstance(min, Tensor)) or (max is not None and not isinstance(max, Tensor)):
-        got = ", ".join(f"{k}={fn._type_name(v)}" for k, v in sorted({"min": min, "max": max}.items()))
+        got = ", ".join(f"{k}={_type_name(v)}" for k, v in sorted({"min": min, "max": max}.items()))
         raise TypeError(f"clamp() received an invalid combination of arguments - got (Tensor, {got}), but "
                         "expected one of:\n * (Tensor input, Tensor min = None, Tensor max = None)\n"
                         " * (Tensor input, Number min = None, Number max = None)")

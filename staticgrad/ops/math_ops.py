@@ -10,12 +10,13 @@ fused kernels. Forwards write ``out`` only in their last NumPy call.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.elementwise import broadcast_error, loop_operands, loop_output, loop_result
-from staticgrad.ops.registry import OpDef, Save, jit_loops, lit, register, with_emit
+from staticgrad.ops.registry import OPS, OpDef, Save, jit_loops, lit, register, with_emit
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -84,6 +85,18 @@ def _transcendental(name, ufunc, node_name, saved, gradient):
 
 for _spec in _TRANSCENDENTALS:
     _transcendental(*_spec)
+
+
+def _no_inplace_derivative(name: str, node_name: str) -> None:
+    """``<name>_inplace``: the in-place form, which PyTorch records with a node whose backward refuses."""
+    def backward(F, g, s, at, need):
+        raise NotImplementedError(f"the derivative for 'inplace version of {name}' is not implemented.")
+
+    register(replace(OPS[name], name=name + "_inplace", node_name=node_name, backward=backward, saves=()))
+
+
+for _name in ("asinh", "acosh", "atanh"):
+    _no_inplace_derivative(_name, _name.capitalize() + "Backward1")
 
 
 def _erf(a, out=None):

@@ -168,8 +168,7 @@ register(OpDef("hardtanh_backward", _hardtanh_bw, "elementwise", "HardtanhBackwa
                                                                max_val=at["max_val"]), None),
                (Save("self", 1),), "promote",
                lambda x, at: (f"(T(0.0) if ({x[1]} <= {lit(at['min_val'])} or {x[1]} >= {lit(at['max_val'])}) "
-                              f"else {x[0]})"),
-               grad_inputs=(0,)))
+                              f"else {x[0]})")))
 
 
 # ---- hardsigmoid: min(max(x + 3, 0), 6) / 6 --------------------------------------------------------------
@@ -199,11 +198,13 @@ def _hardsigmoid_bw(g, x, out=None):
     return into(np.where(inside, np.multiply(g, g.dtype.type(ONE_SIXTH)), g.dtype.type(0)), out)
 
 
+def _hardsigmoid_bw_backward(F, gg, s, at, need):
+    raise RuntimeError("derivative for aten::hardsigmoid_backward is not implemented")  # as in PyTorch
+
+
 register(OpDef("hardsigmoid_backward", _hardsigmoid_bw, "elementwise", "HardsigmoidBackwardBackward0",
-               lambda F, gg, s, at, need: (F.hardsigmoid_backward(gg, s["self"]), None), (Save("self", 1),),
-               "promote",
-               lambda x, at: f"(({x[0]} * {lit(ONE_SIXTH)}) if ({x[1]} > T(-3.0) and {x[1]} < T(3.0)) else T(0.0))",
-               grad_inputs=(0,)))
+               _hardsigmoid_bw_backward, (), "promote",
+               lambda x, at: f"(({x[0]} * {lit(ONE_SIXTH)}) if ({x[1]} > T(-3.0) and {x[1]} < T(3.0)) else T(0.0))"))
 
 
 # ---- hardswish: x * min(max(x + 3, 0), 6) / 6 ------------------------------------------------------------
@@ -282,8 +283,7 @@ register(OpDef("leaky_relu_backward", _leaky_relu_bw, "elementwise", "LeakyReluB
                lambda F, gg, s, at, need: (F.leaky_relu_backward(gg, s["self"], negative_slope=at["negative_slope"]),
                                            None),
                (Save("self", 1),), "promote",
-               lambda x, at: f"({x[0]} if {x[1]} > T(0.0) else ({x[0]} * {lit(at['negative_slope'])}))",
-               grad_inputs=(0,)))
+               lambda x, at: f"({x[0]} if {x[1]} > T(0.0) else ({x[0]} * {lit(at['negative_slope'])}))"))
 
 
 # ---- glu: first half * sigmoid(second half) along dim -------------------------------------------------------

@@ -223,7 +223,7 @@ EXACT = [
     ("round_negative_decimals", lambda a, b: sg.round(a * 100, decimals=-1) + a, _edges),
     ("copysign", lambda a, b: sg.copysign(a, b) * 2.0, _edges),
     ("copysign_scalar", lambda a, b: sg.copysign(a, -1.5) + b, _edges),
-    ("lerp_scalar", lambda a, b: sg.lerp(a, b, 0.25) * 3.0, _pair()),
+    ("lerp_scalar_weight", lambda a, b: sg.lerp(a, b, 0.25) * 3.0, _pair()),
     ("lerp_scalar_large", lambda a, b: sg.lerp(a, b, 0.75) * 3.0, _pair()),
     ("lerp_tensor", lambda a, b: sg.lerp(a, b * 2.0, b) + 1.0, _pair()),
     ("clamp_tensor", lambda a, b: sg.clamp(a, min=b, max=b + 1.0) * a, _pair()),
@@ -246,7 +246,7 @@ NUMPY_CALLS += [("atan2", lambda a, b: sg.atan2(a, b) * 2.0, _pair()),
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_exact_op_joins_a_kernel_and_replays_bit_for_bit(name, op, inputs, dtype):
     plan = replay_matches_eager(op, inputs, dtype)
-    op_name = {"round_negative_decimals": "round_decimals", "lerp_scalar_large": "lerp_scalar",
+    op_name = {"round_negative_decimals": "round_decimals", "lerp_scalar_large": "lerp_scalar_weight",
                "clamp_tensor_min": "clamp_tensor", "clamp_tensor_max": "clamp_tensor"}.get(name, name)
     assert op_name not in unfused_ops(plan) and "fused" in unfused_ops(plan)
 

@@ -162,10 +162,6 @@ def square(input):
 
 def clamp(input, min=None, max=None):
     require_tensor(input, "clamp")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        from staticgrad._eager.math_functions import clamp_tensor  # lives with the other math functions
-
-        return clamp_tensor(input, min, max)
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     return dispatch(_op("clamp"), (input,), {"min": None if min is None else as_scalar(min),
@@ -746,10 +742,6 @@ def zero_(input):
 
 
 def clamp_(input, min=None, max=None):
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        from staticgrad._eager.math_functions import clamp_tensor_
-
-        return clamp_tensor_(input, min, max)
     return dispatch_inplace(_op("clamp"), input, (), {"min": min, "max": max})
 
 

@@ -160,7 +160,7 @@ def _lerp_call(input, end, weight):
         return OPS["lerp"], (end, weight), {}
     if input._data.dtype.kind != "f":
         raise kernel_not_implemented("lerp_kernel_scalar", input._data.dtype)
-    return OPS["lerp_scalar"], (end,), {"weight": as_scalar(weight)}
+    return OPS["lerp_scalar_weight"], (end,), {"weight": as_scalar(weight)}
 
 
 def lerp(input, end, weight):
@@ -193,8 +193,7 @@ def _clamp_tensor_call(min, max):
 
 
 def clamp_tensor(input, min=None, max=None):
-    """torch.clamp with tensor bounds that broadcast (ClampBackward0); staticgrad.clamp comes here
-    when a bound is a tensor."""
+    """torch.clamp with tensor bounds that broadcast (ClampBackward0)."""
     bounds, attrs = _clamp_tensor_call(min, max)
     return dispatch(OPS["clamp_tensor"], (input,) + bounds, attrs)
 
@@ -235,7 +234,25 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 
 FUNCTIONS["norm"] = norm
 
-INPLACE["clip_"] = fn.clamp_  # Tensor.clip_, which the clamp methods lacked
+
+
+def clamp(input, min=None, max=None):
+    """torch.clamp (clip): bounds are numbers (ClampBackward1) or tensors that broadcast (ClampBackward0)."""
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        fn.require_tensor(input, "clamp")
+        return clamp_tensor(input, min, max)
+    return fn.clamp(input, min, max)
+
+
+def clamp_(input, min=None, max=None):
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return clamp_tensor_(input, min, max)
+    return fn.clamp_(input, min, max)
+
+
+clip = clamp
+FUNCTIONS.update(clamp=clamp, clip=clamp)
+INPLACE.update(clamp_=clamp_, clip_=clamp_)
 
 # Tensor methods: every function above as a method, and the in-place forms.
 METHODS = {**FUNCTIONS, **INPLACE}

@@ -221,7 +221,7 @@ def _lerp_scalar_expr(x, at):
     return f"({x[1]} - (({x[1]} - {x[0]}) * (T(1.0) - {lit(weight)})))"
 
 
-register(OpDef("lerp_scalar", _lerp_scalar, "elementwise", "LerpBackward0",
+register(OpDef("lerp_scalar_weight", _lerp_scalar, "elementwise", "LerpBackward0",
                lambda F, g, s, at, need: (F.mul_scalar(g, other=1.0 - s["weight"]) if need[0] else None,
                                           F.mul_scalar(g, other=s["weight"]) if need[1] else None),
                (Save("weight", "attr:weight", freed=False),), "same", _lerp_scalar_expr, broadcast_error))

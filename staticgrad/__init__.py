@@ -12,7 +12,7 @@ from staticgrad.autograd import enable_grad, inference_mode, is_grad_enabled, no
 from staticgrad._eager.creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                                  manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like,
                                  tensor, zeros, zeros_like)
-from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk, clamp, clip,
+from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk,
                                    clone, concat, concatenate, detach, div, divide, dot, eq, exp, expand, flatten,
                                    gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not,
                                    logsumexp, lt,
@@ -63,3 +63,44 @@ from staticgrad import utils
 from staticgrad import onnx
 from staticgrad.devices import accelerator, backends, cuda, get_num_threads, set_num_threads
 from staticgrad.serialization import load, save
+
+# Elementwise math, clamp with tensor bounds, norm; torch.special (staticgrad._eager.math_functions).
+from staticgrad import special
+from staticgrad._eager.math_functions import (
+    acos,
+    acosh,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    ceil,
+    clamp,
+    clip,
+    copysign,
+    cos,
+    cosh,
+    erf,
+    exp2,
+    expm1,
+    fix,
+    floor,
+    lerp,
+    log1p,
+    log2,
+    log10,
+    logaddexp,
+    norm,
+    round,
+    sin,
+    sinh,
+    tan,
+    trunc,
+)

@@ -177,3 +177,11 @@ Tensor.register_hook = lambda self, hook: engine.register_tensor_hook(self, hook
 Tensor.backward = _backward
 Tensor.__repr__ = Tensor.__str__ = _repr
 Node.__call__ = _call_node
+
+
+# Elementwise math, clamp with tensor bounds and norm (staticgrad._eager.math_functions).
+from staticgrad._eager.math_functions import METHODS as _MATH_METHODS  # noqa: E402
+
+METHODS.update(_MATH_METHODS)
+for _name, _fn in _MATH_METHODS.items():
+    setattr(Tensor, _name, _fn)

@@ -85,3 +85,24 @@ __all__ = [
                                   "init",
                                   "utils",
 ]
+
+# Activation modules (staticgrad.nn.activations).
+from staticgrad.nn.activations import (
+    CELU,
+    ELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    Mish,
+    ReLU6,
+    SiLU,
+    Softplus,
+    Softsign,
+)
+
+__all__ += ["CELU", "ELU", "GLU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "LogSigmoid",
+            "Mish", "ReLU6", "SiLU", "Softplus", "Softsign"]

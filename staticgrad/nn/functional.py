@@ -68,13 +68,30 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return dispatch(OPS["mse_loss"], (input, target), {"reduction": reduction_code(reduction)})
 
 
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    fn.require_tensor(input, "leaky_relu")
-    return fn.where(fn.gt(input, 0), input, fn.mul(input, negative_slope))
-
-
 # Layers defined next to their modules (imported last: those modules import this one's helpers).
 from staticgrad.nn.activation import gelu  # noqa: E402
+from staticgrad.nn.activations import (  # noqa: E402
+    celu,
+    celu_,
+    elu,
+    elu_,
+    glu,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    hardtanh_,
+    leaky_relu,
+    leaky_relu_,
+    logsigmoid,
+    mish,
+    normalize,
+    relu6,
+    selu,
+    selu_,
+    silu,
+    softplus,
+    softsign,
+)
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
 from staticgrad.nn.channel_dropout import dropout2d  # noqa: E402
 from staticgrad.nn.conv import conv2d, max_pool2d  # noqa: E402

@@ -46,3 +46,6 @@ from staticgrad.ops.registry import (
 
 __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "jit_loops", "lit", "register",
            "shape_str", "with_emit"]
+
+# Op families added later, each in its own module.
+from staticgrad.ops import activations, math_ops, vector_norm  # noqa: F401  (fill OPS)

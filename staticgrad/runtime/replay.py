@@ -17,6 +17,7 @@ from staticgrad.runtime.arena import Arena
 from staticgrad.runtime.kernels import load_kernel
 from staticgrad.runtime.program import KERNEL, Program
 
+
 def _out_ignored(op: str):
     raise PlanError(f"op {op!r} did not write its result into the planned buffer given as out= (its forward "
                     "returned another array); the replay would read a stale buffer, so it stops here. The op's "

@@ -1,20 +1,20 @@
 """docs/supported.md is what the code supports: regenerated from the op table and the public
 namespaces, it must equal the committed file (rewrite it with
-``python -m staticgrad.inspect.supported > docs/supported.md``)."""
+``python -m staticgrad.supported > docs/supported.md``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import staticgrad
-from staticgrad.inspect.supported import markdown
 from staticgrad.ops import OPS
+from staticgrad.supported import markdown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "supported.md"
 
 
 def test_supported_doc_matches_the_code():
-    assert DOC.read_text() == markdown(), "docs/supported.md is stale: python -m staticgrad.inspect.supported > " \
+    assert DOC.read_text() == markdown(), "docs/supported.md is stale: python -m staticgrad.supported > " \
                                           "docs/supported.md"
 
 

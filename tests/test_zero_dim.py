@@ -252,6 +252,45 @@ CASES = [*_unary_cases(), *_binary_cases(), *_reduction_cases(), *_elementwise_m
 CASES += _movement_cases()
 CASES += _more_nn_cases()
 
+
+def _math_cases():
+    """The elementwise math and activation names on 0-dim inputs (X in (0, 1) suits every domain
+    but acosh's, which gets P > 1)."""
+    unary = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "exp2", "expm1",
+             "log2", "log10", "log1p", "floor", "ceil", "trunc", "fix", "round", "arcsin", "arccos", "arctan",
+             "arcsinh", "arctanh"]
+    no_inplace_derivative = ("asinh", "atanh", "acosh", "arcsinh", "arctanh", "arccosh")  # PyTorch has none
+
+    def inplace(name):
+        if name in no_inplace_derivative:
+            return lambda lib, a: getattr(a.detach().clone(), f"{name}_")()
+        return lambda lib, a: getattr(a.clone(), f"{name}_")()
+
+    for name in unary:
+        yield Case(f"Tensor.{name}", _method(name), [X])
+        yield Case(f"Tensor.{name}_", inplace(name), [X])
+    for name in ("acosh", "arccosh"):
+        yield Case(f"Tensor.{name}", _method(name), [P])
+        yield Case(f"Tensor.{name}_", inplace(name), [P])
+    for name in ("atan2", "arctan2", "copysign", "logaddexp"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
+        if name != "logaddexp":
+            yield Case(f"Tensor.{name}_", lambda lib, a, b, n=name: getattr(a.clone(), f"{n}_")(b), [X, Y])
+    yield Case("Tensor.lerp", lambda lib, a, b: a.lerp(b, 0.3), [X, Y])
+    yield Case("Tensor.lerp_", lambda lib, a, b: a.clone().lerp_(b, 0.3), [X, Y])
+    yield Case("Tensor.norm", _method("norm"), [X])
+    yield Case("Tensor.clip_", lambda lib, a: a.clone().clip_(0.0, 0.5), [X])
+    for name in ("celu", "elu", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "relu6", "selu",
+                 "silu", "softplus", "softsign"):
+        yield Case(f"F.{name}", lambda lib, a, n=name: getattr(lib.nn.functional, n)(a), [X])
+    for name in ("celu_", "elu_", "hardtanh_", "leaky_relu_", "selu_"):
+        yield Case(f"F.{name}", lambda lib, a, n=name: getattr(lib.nn.functional, n)(a.clone()), [X])
+    yield Case("F.glu", lambda lib, a: lib.nn.functional.glu(a), [X])
+    yield Case("F.normalize", lambda lib, a: lib.nn.functional.normalize(a, dim=0), [X])
+
+
+CASES += _math_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
@@ -263,6 +302,7 @@ KNOWN_ELSEWHERE = {
 
 # Double backward differs for reasons that are not about 0-dim tensors.
 FIRST_ORDER_ONLY = {
+    "F.hardsigmoid": "PyTorch has no derivative of hardsigmoid_backward (staticgrad raises the same error)",
     "F.nll_loss": "nll_loss's gradient takes no input tensor, so it has no graph to differentiate (PyTorch: zeros)",
 }
 

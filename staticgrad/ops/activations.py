@@ -102,7 +102,7 @@ register(OpDef("logsigmoid", _logsigmoid, "elementwise", "LogSigmoidBackward0",
 def _elu(x, out=None, alpha=1.0, scale=1.0, input_scale=1.0, celu=False):
     T = x.dtype.type
     with np.errstate(over="ignore"):  # expm1 overflows only where x > 0 picks the other branch
-        negative = np.expm1(x if input_scale == 1 else np.multiply(x, T(input_scale)))
+        negative = as_array(np.expm1(x if input_scale == 1 else np.multiply(x, T(input_scale))))
     np.multiply(negative, T(alpha * scale), out=negative)
     positive = x if scale == 1 else np.multiply(x, T(scale))
     return into(np.where(x > 0, positive, negative), out)

@@ -1,7 +1,7 @@
 """The supported subset as a Markdown document, generated from the op table and the public
 namespaces, so that ``docs/supported.md`` cannot go stale (a test regenerates and compares it).
 
-``python -m staticgrad.inspect.supported > docs/supported.md`` rewrites the document."""
+``python -m staticgrad.supported > docs/supported.md`` rewrites the document."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ import inspect as _inspect
 import types
 
 import staticgrad
+import staticgrad.nn.utils
+import staticgrad.optim.lr_scheduler
+import staticgrad.utils.data
+from staticgrad import nn, optim
+from staticgrad._eager.tensor import Tensor
+from staticgrad.nn import functional
 from staticgrad.ops import OPS
 
 HEADER = """# What staticgrad supports
 
 `import staticgrad as torch` runs PyTorch code that stays inside the names below. This page is
-generated from the op table and the public namespaces (`python -m staticgrad.inspect.supported`);
+generated from the op table and the public namespaces (`python -m staticgrad.supported`);
 a test checks it matches the code.
 
 """
@@ -48,10 +54,6 @@ _INTERNAL = ("staticgrad._eager.dispatch", "staticgrad.ops.loss")
 
 def _namespaces() -> list:
     """(title, names) of each public namespace a training script reaches."""
-    from staticgrad import nn, optim
-    from staticgrad._eager.tensor import Tensor
-    from staticgrad.nn import functional
-
     sections = [
         ("`torch.*` functions and types", public_names(staticgrad, "callable")),
         ("`Tensor` methods and properties", public_names(Tensor)),
@@ -61,14 +63,10 @@ def _namespaces() -> list:
                                    and getattr(functional, n).__module__ not in _INTERNAL]),
         ("`torch.optim`", public_names(optim, "class")),
     ]
-    for title, dotted in (("`torch.optim.lr_scheduler`", "staticgrad.optim.lr_scheduler"),
-                          ("`torch.utils.data`", "staticgrad.utils.data"),
-                          ("`torch.nn.utils`", "staticgrad.nn.utils")):
-        try:
-            module = __import__(dotted, fromlist=["_"])
-        except ImportError:
-            continue
-        sections.append((title, public_names(module, "callable", within=dotted)))
+    for title, module in (("`torch.optim.lr_scheduler`", staticgrad.optim.lr_scheduler),
+                          ("`torch.utils.data`", staticgrad.utils.data),
+                          ("`torch.nn.utils`", staticgrad.nn.utils)):
+        sections.append((title, public_names(module, "callable", within=module.__name__)))
     return sections
 
 

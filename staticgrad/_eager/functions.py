@@ -290,8 +290,12 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 
 
-def max(input, dim=None, keepdim=False):
+def max(input, dim=None, keepdim=False, *, axis=None):
     require_tensor(input, "max")
+    if axis is not None:  # PyTorch's alias of dim
+        if dim is not None:
+            raise TypeError("max() got an unexpected keyword argument 'axis'")
+        dim = axis
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -301,8 +305,12 @@ def max(input, dim=None, keepdim=False):
     return MaxResult(values, indices)
 
 
-def min(input, dim=None, keepdim=False):
+def min(input, dim=None, keepdim=False, *, axis=None):
     require_tensor(input, "min")
+    if axis is not None:  # PyTorch's alias of dim
+        if dim is not None:
+            raise TypeError("min() got an unexpected keyword argument 'axis'")
+        dim = axis
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:

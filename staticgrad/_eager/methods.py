@@ -36,12 +36,12 @@ def _to(self, *args, **kwargs):
     return self if dtype is None else fn.to_dtype(self, dtype)
 
 
-def _max(self, dim=None, keepdim=False):
-    return fn.max(self, dim, keepdim)
+def _max(self, dim=None, keepdim=False, *, axis=None):
+    return fn.max(self, dim, keepdim, axis=axis)
 
 
-def _min(self, dim=None, keepdim=False):
-    return fn.min(self, dim, keepdim)
+def _min(self, dim=None, keepdim=False, *, axis=None):
+    return fn.min(self, dim, keepdim, axis=axis)
 
 
 def _view(self, *shape):
@@ -167,3 +167,11 @@ Tensor.register_hook = lambda self, hook: engine.register_tensor_hook(self, hook
 Tensor.backward = _backward
 Tensor.__repr__ = Tensor.__str__ = _repr
 Node.__call__ = _call_node
+
+
+# ---- reductions, scans and value tests (staticgrad._eager.reductions_more) ----
+from staticgrad._eager import reductions_more as _reductions_more  # noqa: E402
+
+METHODS.update(_reductions_more.METHODS)
+for _name, _fn in _reductions_more.METHODS.items():
+    setattr(Tensor, _name, _fn)

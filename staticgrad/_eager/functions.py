@@ -102,7 +102,9 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
-        raise NotImplementedError("staticgrad's div supports rounding_mode=None only; use floor() on the result")
+        from staticgrad._eager.casts import div_rounded  # here: casts builds on this module
+
+        return div_rounded(input, other, rounding_mode)
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("div"), (input, other), {})

@@ -175,3 +175,10 @@ from staticgrad._eager import reductions_more as _reductions_more  # noqa: E402
 METHODS.update(_reductions_more.METHODS)
 for _name, _fn in _reductions_more.METHODS.items():
     setattr(Tensor, _name, _fn)
+
+# ---- casts, floor division and remainders (staticgrad._eager.casts) ----
+from staticgrad._eager import casts as _casts  # noqa: E402
+
+METHODS.update(_casts.METHODS)
+for _name, _fn in _casts.METHODS.items():
+    setattr(Tensor, _name, _fn)

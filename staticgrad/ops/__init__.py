@@ -33,4 +33,4 @@ from staticgrad.ops.registry import (
 __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", "jit_loops", "lit", "register",
            "shape_str", "with_emit"]
 
-from staticgrad.ops import scans, statistics  # noqa: F401  (fill OPS: reductions and scans)
+from staticgrad.ops import casts, scans, statistics  # noqa: F401  (fill OPS: reductions, scans, casts)

@@ -26,6 +26,8 @@ def _binary(name: str, input, other):
     if not is_scalar(input):
         require_tensor(input, name)
     require_tensor(other, name, "other", 2)
+    if name == "remainder":
+        return dispatch(OPS["rremainder_scalar"], (other,), {"other": fn.as_scalar(input)})
     return dispatch(OPS[name], (full_like_scalar(other, fn.as_scalar(input)), other), {})
 
 
@@ -87,7 +89,7 @@ def tensor_type(self, dtype=None, non_blocking=False, **kwargs):
         return f"torch.{self.dtype.tensor_type}"
     if isinstance(dtype, str):
         if dtype.startswith("torch.cuda."):
-            _device_type("cuda")
+            raise RuntimeError("Cannot initialize CUDA without ATen_cuda library.")
         target = _BY_TYPE_NAME.get(dtype)
         if target is None:
             raise ValueError(f"invalid type: '{dtype}'")
@@ -132,7 +134,10 @@ def to(self, *args, **kwargs):
     if dtype is float:  # Python's float is double here, as in PyTorch's to()
         dtype = _dtypes.float64
     result = self if dtype is None else fn.to_dtype(self, dtype)
-    return fn.clone(result) if copy and result is self else result
+    if copy and result is self:  # a copy all the same, recorded as PyTorch's _to_copy
+        np_dtype = self._data.dtype
+        return dispatch(OPS["to_dtype"], (self,), {"dtype": np_dtype, "self_dtype": np_dtype})
+    return result
 
 
 def _bitcast_error(self, target, message: str, got=None) -> RuntimeError:

@@ -119,6 +119,11 @@ def _quotient_backward(mode: str):
 
 
 _SAVES = (Save("self", 0, when=(1,)), Save("other", 1, when=(1,)))
+
+# A number first (2.5 % x): PyTorch's remainder.Scalar_Tensor, which has no derivative.
+register(OpDef("rremainder_scalar", lambda a, out=None, other=1: remainder(np.asarray(other, a.dtype), a, out),
+               "elementwise", NOT_IMPLEMENTED_NODE, _not_implemented("remainder"), (), "promote",
+               lambda x, at: _remainder_expr(lit(at["other"]), x[0])))
 _pair("remainder", remainder, ("RemainderBackward1", "RemainderBackward0"),
       (_quotient_backward("floor"), lambda F, g, s, at, need: (g,)), _SAVES, _remainder_expr)
 _pair("fmod", fmod, ("FmodBackward1", "FmodBackward0"),

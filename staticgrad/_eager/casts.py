@@ -11,8 +11,6 @@ from staticgrad._eager.tensor import Device, Tensor
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 
-ROUNDING_MODES = (None, "trunc", "floor")
-
 
 def _binary(name: str, input, other):
     """``name`` on (tensor, tensor), (tensor, number) or (number, tensor), the number wrapped as
@@ -44,20 +42,6 @@ def fmod(input, other):
         raise TypeError(f"fmod() received an invalid combination of arguments - got ({type(input).__name__}, "
                         f"{type(other).__name__}), but expected one of:")
     return _binary("fmod", input, other)
-
-
-def div_rounded(input, other, rounding_mode):
-    """div with ``rounding_mode`` 'trunc' or 'floor' (DivBackward2, zero gradients)."""
-    if rounding_mode not in ROUNDING_MODES:
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                           f"'{rounding_mode}'")
-    attrs = {"rounding_mode": rounding_mode}
-    if isinstance(input, Tensor) and not isinstance(other, Tensor):
-        return dispatch(OPS["div_mode_scalar"], (input,), {"other": fn.as_scalar(other), **attrs})
-    if not isinstance(input, Tensor):
-        require_tensor(other, "div", "other", 2)
-        input = full_like_scalar(other, fn.as_scalar(input))
-    return dispatch(OPS["div_mode"], (input, other), attrs)
 
 
 # ---- casts -------------------------------------------------------------------------------------------

@@ -102,8 +102,6 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
-        from staticgrad._eager.casts import div_rounded  # here: casts builds on this module
-
         return div_rounded(input, other, rounding_mode)
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
@@ -817,3 +815,19 @@ def _triangle(name: str):
 
 triu = _triangle("triu")
 tril = _triangle("tril")
+
+
+# ---- div with a rounding mode (the ops live in staticgrad.ops.casts) ------------------------------
+
+def div_rounded(input, other, rounding_mode):
+    """div with ``rounding_mode`` 'trunc' or 'floor': DivBackward2, zero gradients, as PyTorch."""
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    attrs = {"rounding_mode": rounding_mode}
+    if not isinstance(other, Tensor):
+        require_tensor(input, "div")
+        return dispatch(_op("div_mode_scalar"), (input,), {"other": as_scalar(other), **attrs})
+    if not isinstance(input, Tensor):
+        input = full_like_scalar(other, _number(input, "div"))
+    return dispatch(_op("div_mode"), (input, other), attrs)

@@ -249,3 +249,11 @@ def test_replay_equals_eager(fn, backward):
                          ids=["prod_dim", "prod", "cumprod"])
 def test_replay_of_products_with_zeros_equals_eager(fn):
     replays_like_eager(fn, (4, 5), zeros=True)
+
+
+def test_std_of_constant_rows_has_zero_gradient_and_no_warning_like_torch():
+    rows = np.array([[2.0, 2.0, 2.0], [1.0, -1.0, 0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        compare(lambda lib, x: x.std(1), [rows], atol=1e-12)
+        compare(lambda lib, x: lib.std_mean(x, 1, correction=0)[0], [rows], atol=1e-12)

@@ -13,7 +13,7 @@ from staticgrad.ops.registry import OpDef, Save, register
 
 def _into(result, out):
     if out is None:
-        return np.ascontiguousarray(result)
+        return np.asarray(result, order="C")  # not ascontiguousarray, which makes a 0-dim result 1-dim
     np.copyto(out, result, casting="unsafe")
     return out
 

@@ -71,8 +71,9 @@ def _var_grad(F, g, x, dim, correction, keepdim):
 
 def _std_grad(F, g, x, result, dim, correction, keepdim):
     """d std: var's gradient of g / (2 std), zero where std is zero (PyTorch's std_backward)."""
-    halved = F.div(g, F.mul_scalar(result, other=2.0))
-    halved = F.masked_fill(halved, F.eq_scalar(result, other=0), value=0.0)
+    zero = F.eq_scalar(result, other=0)
+    safe = F.masked_fill(result, zero, value=1.0)  # no division by zero (nor its warning) where it is masked
+    halved = F.masked_fill(F.div(g, F.mul_scalar(safe, other=2.0)), zero, value=0.0)
     return _var_grad(F, halved, x, dim, correction, keepdim)
 
 

@@ -26,6 +26,10 @@ from staticgrad._eager.einsum import einsum
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
 from staticgrad._eager.tensor import Device as device
+from staticgrad._eager.casts import floor_divide, fmod, remainder
+from staticgrad._eager.reductions_more import (all, allclose, any, cummax, cummin, cumprod, cumsum, isclose,
+                                               isfinite, isinf, isnan, isneginf, isposinf, logcumsumexp, prod,
+                                               std, std_mean, var, var_mean)
 from staticgrad._eager.creation import seed_of as _seed_of
 from staticgrad import inspect, nn, optim
 from staticgrad.errors import TraceError

@@ -291,6 +291,43 @@ def _math_cases():
 
 CASES += _math_cases()
 
+
+def _reductions_more_cases():
+    """var/std (correction=0: one element has no degrees of freedom otherwise), prod, any, all, the
+    scans, the value tests, floor_divide/remainder/fmod (integers: floor_divide has no derivative)
+    and Tensor.type."""
+    for name in ("var", "std", "var_mean", "std_mean"):
+        yield Case(name, lambda lib, a, n=name: getattr(lib, n)(a, correction=0), [P])
+        yield Case(name, lambda lib, a, n=name: getattr(lib, n)(a, 0, keepdim=True, correction=0), [P])
+    for name in ("var", "std"):
+        yield Case(f"Tensor.{name}", _method(name, -1, correction=0), [P])
+    for name in ("prod", "any", "all"):
+        yield Case(name, _call(name), [P])
+        yield Case(f"Tensor.{name}", _method(name, 0), [X])
+        yield Case(name, lambda lib, a, n=name: getattr(lib, n)(a, -1, keepdim=True), [P])
+    for name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"):
+        yield Case(name, lambda lib, a, n=name: getattr(lib, n)(a, 0), [P])
+        yield Case(f"Tensor.{name}", _method(name, -1), [P])
+    for name in ("isnan", "isinf", "isfinite", "isposinf", "isneginf"):
+        yield Case(name, _call(name), [X])
+        yield Case(f"Tensor.{name}", _method(name), [X])
+    yield Case("isclose", _call("isclose"), [X, Y])
+    yield Case("Tensor.isclose", lambda lib, a, b: a.isclose(b, atol=0.5), [X, Y])
+    yield Case("allclose", lambda lib, a, b: lib.tensor(lib.allclose(a, b)), [X, Y])
+    yield Case("Tensor.allclose", lambda lib, a, b: lib.tensor(a.allclose(b, atol=0.5)), [X, Y])
+    seven, minus_two = np.array(7), np.array(-2)
+    for name in ("floor_divide", "remainder", "fmod"):
+        yield Case(name, _call(name), [seven, minus_two])
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [seven, minus_two])
+        yield Case(name, lambda lib, a, n=name: getattr(lib, n)(a, 3), [seven])
+    yield Case("remainder", _call("remainder"), [P, Y])
+    yield Case("fmod", _call("fmod"), [P, Y])
+    yield Case("Tensor.type", lambda lib, a: a.type(lib.float64), [X])
+    yield Case("Tensor.type", lambda lib, a: a.type(lib.float32), [X])
+
+
+CASES += [*_reductions_more_cases()]
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

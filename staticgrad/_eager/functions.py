@@ -102,7 +102,7 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
-        raise NotImplementedError("staticgrad's div supports rounding_mode=None only; use floor() on the result")
+        return div_rounded(input, other, rounding_mode)
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("div"), (input, other), {})
@@ -290,8 +290,12 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 
 
-def max(input, dim=None, keepdim=False):
+def max(input, dim=None, keepdim=False, *, axis=None):
     require_tensor(input, "max")
+    if axis is not None:  # PyTorch's alias of dim
+        if dim is not None:
+            raise TypeError("max() got an unexpected keyword argument 'axis'")
+        dim = axis
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -301,8 +305,12 @@ def max(input, dim=None, keepdim=False):
     return MaxResult(values, indices)
 
 
-def min(input, dim=None, keepdim=False):
+def min(input, dim=None, keepdim=False, *, axis=None):
     require_tensor(input, "min")
+    if axis is not None:  # PyTorch's alias of dim
+        if dim is not None:
+            raise TypeError("min() got an unexpected keyword argument 'axis'")
+        dim = axis
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
@@ -811,3 +819,19 @@ def _triangle(name: str):
 
 triu = _triangle("triu")
 tril = _triangle("tril")
+
+
+# ---- div with a rounding mode (the ops live in staticgrad.ops.casts) ------------------------------
+
+def div_rounded(input, other, rounding_mode):
+    """div with ``rounding_mode`` 'trunc' or 'floor': DivBackward2, zero gradients, as PyTorch."""
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    attrs = {"rounding_mode": rounding_mode}
+    if not isinstance(other, Tensor):
+        require_tensor(input, "div")
+        return dispatch(_op("div_mode_scalar"), (input,), {"other": as_scalar(other), **attrs})
+    if not isinstance(input, Tensor):
+        input = full_like_scalar(other, _number(input, "div"))
+    return dispatch(_op("div_mode"), (input, other), attrs)

@@ -36,12 +36,12 @@ def _to(self, *args, **kwargs):
     return self if dtype is None else fn.to_dtype(self, dtype)
 
 
-def _max(self, dim=None, keepdim=False):
-    return fn.max(self, dim, keepdim)
+def _max(self, dim=None, keepdim=False, *, axis=None):
+    return fn.max(self, dim, keepdim, axis=axis)
 
 
-def _min(self, dim=None, keepdim=False):
-    return fn.min(self, dim, keepdim)
+def _min(self, dim=None, keepdim=False, *, axis=None):
+    return fn.min(self, dim, keepdim, axis=axis)
 
 
 def _view(self, *shape):
@@ -179,9 +179,12 @@ Tensor.__repr__ = Tensor.__str__ = _repr
 Node.__call__ = _call_node
 
 
-# Elementwise math, clamp with tensor bounds and norm (staticgrad._eager.math_functions).
+# Methods defined next to their functions: elementwise math, reductions and scans, casts and remainders.
+from staticgrad._eager import casts as _casts  # noqa: E402
+from staticgrad._eager import reductions_more as _reductions_more  # noqa: E402
 from staticgrad._eager.math_functions import METHODS as _MATH_METHODS  # noqa: E402
 
-METHODS.update(_MATH_METHODS)
-for _name, _fn in _MATH_METHODS.items():
-    setattr(Tensor, _name, _fn)
+for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS):
+    METHODS.update(_table)
+    for _name, _fn in _table.items():
+        setattr(Tensor, _name, _fn)

@@ -50,3 +50,6 @@ def get_default_dtype():
 
 def initial_seed() -> int:
     return _seed_of()
+
+# Data-parallel training on MPI (torch.distributed, torch.nn.parallel); mpi4py is imported only when a group starts.
+from staticgrad import distributed

@@ -53,3 +53,5 @@ __all__ = [
                                   "functional",
                                   "init",
 ]
+
+from staticgrad.nn import parallel  # noqa: F401  (torch.nn.parallel: DistributedDataParallel)

@@ -14,7 +14,19 @@ A leaf: imports only NumPy (and its own submodules); ``loops``, the Numba loops 
 NumPy has no fast loop for, loads Numba on the first call of such an op (see ``jit_loops()``).
 """
 
-from staticgrad.ops import conv, elementwise, factory, fused, linalg, loss, nn_ops, reductions, scalar_chains, shape  # noqa: F401  (fill OPS)
+from staticgrad.ops import (  # noqa: F401  (fill OPS)
+                                     collective,
+                                     conv,
+                                     elementwise,
+                                     factory,
+                                     fused,
+                                     linalg,
+                                     loss,
+                                     nn_ops,
+                                     reductions,
+                                     scalar_chains,
+                                     shape,
+)
 from staticgrad.ops.registry import (
                                      DTYPE_RULES,
                                      KINDS,

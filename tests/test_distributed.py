@@ -1,0 +1,107 @@
+"""Data-parallel training on MPI: two ranks launched with ``mpiexec -n 2`` (each scenario in
+``distributed_worker.py``, under a time limit so a hang fails fast), plus the single-process
+parts (errors before a process group exists, the bucket layout, the op in the table)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import staticgrad
+import staticgrad.distributed as dist
+from staticgrad.nn.parallel import DistributedDataParallel
+from staticgrad.ops import OPS
+from staticgrad.ops.collective import bucket_bounds
+
+HERE = Path(__file__).parent
+TIMEOUT = 120
+
+
+def _mpiexec() -> str | None:
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+needs_mpi = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or _mpiexec() is None,
+                               reason='mpi4py or mpiexec is not installed (pip install "staticgrad[distributed]")')
+
+
+def launch(scenario: str, ranks: int = 2) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(staticgrad.__file__).parent.parent), env.get("PYTHONPATH", "")])
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        return subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(HERE / "distributed_worker.py"),
+                               scenario], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"mpiexec -n {ranks} {scenario} hung for {TIMEOUT} s:\n{error.stdout}\n{error.stderr}")
+
+
+@needs_mpi
+@pytest.mark.parametrize("scenario", ["train", "no_sync", "collectives"])
+def test_two_ranks(scenario):
+    """train: two ranks on half batches = one process on the whole batch (eager and compiled, SGD
+    and Adam, one Allreduce per step); no_sync: accumulation; collectives: broadcast, all_reduce."""
+    done = launch(scenario)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in (0, 1):
+        assert f"rank {rank}: {scenario} ok" in done.stdout
+
+
+@needs_mpi
+def test_a_model_that_differs_on_one_rank_fails_on_every_rank():
+    done = launch("mismatch")
+    assert done.returncode != 0
+    message = ("DistributedDataParallel expects the same model on every rank, but rank 1 has parameter '0.weight' "
+               "of shape [9, 5]")
+    assert done.stderr.count(message) == 2, done.stderr   # each rank prints it
+    assert "constructed a mismatched model" not in done.stdout
+
+
+@needs_mpi
+def test_a_rank_that_raises_stops_every_rank():
+    done = launch("raise")
+    assert done.returncode != 0
+    assert "rank 1 fails on purpose" in done.stderr
+    assert "MPI_Abort" in done.stderr
+    assert "rank 0 passed the barrier" not in done.stdout
+
+
+def test_before_init_errors_are_pytorchs():
+    message = "Default process group has not been initialized, please make sure to call init_process_group."
+    for call in (dist.get_rank, dist.get_world_size, dist.barrier,
+                 lambda: dist.all_reduce(staticgrad.ones(2)), lambda: dist.broadcast(staticgrad.ones(2), 0),
+                 lambda: DistributedDataParallel(staticgrad.nn.Linear(2, 2))):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert not dist.is_initialized()
+    with pytest.raises(ValueError, match="backend None, 'mpi' or 'gloo'"):
+        dist.init_process_group("nccl")
+
+
+def test_without_mpi4py_the_error_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    assert not dist.is_available()
+    with pytest.raises(ImportError, match=r'pip install "staticgrad\[distributed\]"'):
+        dist.init_process_group()
+
+
+@pytest.mark.parametrize(("sizes", "itemsize", "cap", "expected"), [
+    ([3, 4, 5], 8, None, [(0, 12)]),                   # one bucket: one Allreduce
+    ([3, 4, 5], 8, 0, [(0, 3), (3, 7), (7, 12)]),      # one per tensor
+    ([3, 4, 5], 8, 56, [(0, 7), (7, 12)]),             # 7 elements of 8 bytes fit in 56
+    ([10, 1], 4, 8, [(0, 10), (10, 11)]),              # a tensor larger than the cap is a bucket alone
+])
+def test_bucket_bounds(sizes, itemsize, cap, expected):
+    assert bucket_bounds(sizes, itemsize, cap) == expected
+
+
+def test_all_reduce_grads_is_an_op_of_the_table():
+    assert OPS["all_reduce_grads"].kind == "other"
+    assert OPS["all_reduce_grads"].backward is None

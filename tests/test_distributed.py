@@ -73,6 +73,21 @@ def test_a_rank_that_raises_stops_every_rank():
     assert "rank 0 passed the barrier" not in done.stdout
 
 
+@needs_mpi
+@pytest.mark.slow
+def test_the_benchmark_runs_one_and_two_ranks():
+    env = dict(os.environ, PYTHONPATH=str(Path(staticgrad.__file__).parent.parent), OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, str(HERE.parent / "benchmarks" / "distributed.py"), "--sizes", "tiny",
+                           "--steps", "25"], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OpenBLAS core" in done.stdout
+    rows = [line.split() for line in done.stdout.splitlines() if line.lstrip().startswith("tiny")]
+    # model, mode, bucket (two words), then per rank count: ms, Allreduce calls per step, us
+    calls = {(row[1], row[2]): (row[5], row[8]) for row in rows}
+    assert calls == {("eager", "one"): ("1", "1"), ("eager", "per"): ("10", "10"),
+                     ("compiled", "one"): ("1", "1"), ("compiled", "per"): ("10", "10")}
+
+
 def test_before_init_errors_are_pytorchs():
     message = "Default process group has not been initialized, please make sure to call init_process_group."
     for call in (dist.get_rank, dist.get_world_size, dist.barrier,

@@ -9,6 +9,7 @@ forwards read them at call time, so a saved plan runs on whichever world is curr
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 import numpy as np
@@ -22,12 +23,14 @@ REDUCE_OPS = ("sum", "avg", "product", "max", "min")
 
 class World:
     """The communicator collectives run on and MPI's reduction ops by name (set by
-    ``staticgrad.distributed.init_process_group``), and how many ``Allreduce`` calls ran."""
+    ``staticgrad.distributed.init_process_group``), and how many ``Allreduce`` calls ran and the
+    seconds spent in them (waiting for the other ranks included), for benchmarks and tests."""
 
     comm = None
     in_place = None            # MPI.IN_PLACE
     mpi_ops: ClassVar[dict] = {}   # "sum" -> MPI.SUM ... ("avg" is a sum divided by the world size)
     allreduce_calls = 0
+    allreduce_seconds = 0.0
 
 
 def comm():
@@ -40,7 +43,9 @@ def comm():
 def _allreduce(buffer: np.ndarray, op: str) -> None:
     """Reduce ``buffer`` over every rank in place (``avg``: the sum divided by the world size)."""
     communicator = comm()
+    started = time.perf_counter()
     communicator.Allreduce(World.in_place, buffer, op=World.mpi_ops["sum" if op == "avg" else op])
+    World.allreduce_seconds += time.perf_counter() - started
     World.allreduce_calls += 1
     if op == "avg":
         np.divide(buffer, communicator.Get_size(), out=buffer)

@@ -66,18 +66,22 @@ def check_close(model, reference, what: str) -> None:
 
 def scenario_train() -> None:
     """Two ranks on half batches end with the parameters of one process on the whole batch:
-    eager and compiled steps, SGD with momentum and Adam; one Allreduce per step."""
+    eager steps, compiled steps and a compiled model, SGD with momentum and Adam; one Allreduce
+    per step."""
     rank, size = dist.get_rank(), dist.get_world_size()
     data = batches(STEPS)
     for opt_name in ("sgd", "adam"):
-        for compiled in (False, True):
-            what = f"{opt_name}, {'compiled' if compiled else 'eager'} step"
+        for mode in ("eager", "compiled step", "compiled model"):
+            what = f"{opt_name}, {mode}"
+            compiled = mode == "compiled step"
             model = make_model(seed=rank)          # a different start on each rank: DDP broadcasts rank 0's
             ddp = DDP(model)
             same_on_every_rank(list(model.parameters()), f"{what}: parameters after construction")
             reference = make_model(seed=0)
             reference.load_state_dict(model.state_dict())
-            step = training_step(ddp, optimizer(opt_name, ddp.parameters()))
+            # a compiled model: its backward node runs in the engine, and the averaging after it eagerly
+            step = training_step(torch.compile(ddp) if mode == "compiled model" else ddp,
+                                 optimizer(opt_name, ddp.parameters()))
             if compiled:
                 step = torch.compile(step)
             reference_step = training_step(reference, optimizer(opt_name, reference.parameters()))

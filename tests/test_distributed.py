@@ -46,7 +46,7 @@ def launch(scenario: str, ranks: int = 2) -> subprocess.CompletedProcess:
 @needs_mpi
 @pytest.mark.parametrize("scenario", ["train", "no_sync", "collectives"])
 def test_two_ranks(scenario):
-    """train: two ranks on half batches = one process on the whole batch (eager and compiled, SGD
+    """train: two ranks on half batches = one process on the whole batch (eager, compiled step and model, SGD
     and Adam, one Allreduce per step); no_sync: accumulation; collectives: broadcast, all_reduce."""
     done = launch(scenario)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -9,12 +9,15 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import staticgrad
 import staticgrad.distributed as dist
+from staticgrad.compiler.ir import Graph, Op, Value, verify
+from staticgrad.compiler.passes.buckets import overlap_gradient_buckets
 from staticgrad.nn.parallel import DistributedDataParallel
 from staticgrad.ops import OPS
 from staticgrad.ops.collective import bucket_bounds
@@ -44,10 +47,11 @@ def launch(scenario: str, ranks: int = 2) -> subprocess.CompletedProcess:
 
 
 @needs_mpi
-@pytest.mark.parametrize("scenario", ["train", "no_sync", "collectives"])
+@pytest.mark.parametrize("scenario", ["train", "no_sync", "buckets", "collectives"])
 def test_two_ranks(scenario):
     """train: two ranks on half batches = one process on the whole batch (eager, compiled step and model, SGD
-    and Adam, one Allreduce per step); no_sync: accumulation; collectives: broadcast, all_reduce."""
+    and Adam, one Allreduce per step); no_sync: accumulation; buckets: overlapped in a compiled step,
+    blocking in eager, equal; collectives: broadcast, all_reduce."""
     done = launch(scenario)
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):
@@ -115,6 +119,30 @@ def test_without_mpi4py_the_error_says_how_to_install(monkeypatch):
 ])
 def test_bucket_bounds(sizes, itemsize, cap, expected):
     assert bucket_bounds(sizes, itemsize, cap) == expected
+
+
+def test_the_bucket_pass_starts_each_bucket_after_its_last_gradient():
+    """A hand-built program: gradients %1 and %2 (4 float64 each, 32 bytes), produced by ops 0 and
+    1; buckets of 32 bytes: each starts right after its gradient, one wait where the all-reduce was."""
+    graph = Graph()
+    graph.values[0] = Value(0, (4,), "float64", "input")
+    graph.inputs = [0]
+    for vid in (1, 2, 3, 4):
+        graph.values[vid] = Value(vid, (4,), "float64", "op", "backward")
+    graph.ops = [Op("neg", (0,), (1,)), Op("exp", (0,), (2,)),
+                 Op("all_reduce_grads", (1, 2), (3, 4), (("bucket_bytes", 32), ("op", "avg")))]
+    graph.results = [3, 4]
+    split, changed = overlap_gradient_buckets(graph)
+    verify(split)
+    assert changed
+    assert [(op.op, op.inputs) for op in split.ops[:4]] == [("neg", (0,)), ("all_reduce_start", (1,)),
+                                                            ("exp", (0,)), ("all_reduce_start", (2,))]
+    wait = split.ops[4]
+    assert wait.op == "all_reduce_wait" and wait.outputs == (3, 4)
+    assert wait.attr_dict["layout"] == ((0, 0, (4,)), (1, 0, (4,)))
+    one_bucket = replace(graph, ops=graph.ops[:2] + [Op("all_reduce_grads", (1, 2), (3, 4),
+                                                        (("bucket_bytes", None), ("op", "avg")))])
+    assert overlap_gradient_buckets(one_bucket) == (one_bucket, False)
 
 
 def test_all_reduce_grads_is_an_op_of_the_table():

@@ -79,6 +79,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                              f"{name} {actual}; leave {name} out (mpiexec -n N sets it)")
     World.comm = world
     World.in_place = MPI.IN_PLACE
+    World.mpi_request = MPI.Request
     World.mpi_ops = {"sum": MPI.SUM, "product": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
     _State.previous_excepthook = sys.excepthook
     sys.excepthook = _abort_on_uncaught_exception

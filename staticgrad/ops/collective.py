@@ -28,6 +28,7 @@ class World:
 
     comm = None
     in_place = None            # MPI.IN_PLACE
+    mpi_request = None         # MPI.Request (Testall, Waitall)
     mpi_ops: ClassVar[dict] = {}   # "sum" -> MPI.SUM ... ("avg" is a sum divided by the world size)
     allreduce_calls = 0
     allreduce_seconds = 0.0
@@ -114,3 +115,53 @@ def _broadcast(tensor, out=None, src=0):
 register(OpDef("all_reduce_grads", _all_reduce_grads, "other"))
 register(OpDef("all_reduce", _all_reduce, "other"))
 register(OpDef("broadcast", _broadcast, "other"))
+
+
+# ---- overlapped buckets: what a compiled step runs instead of all_reduce_grads ------------------
+# The pass compiler/passes/buckets.py splits a recorded all_reduce_grads into one
+# all_reduce_start per bucket, placed right after the op that produces the bucket's last gradient,
+# and one all_reduce_wait where the all-reduce was: communication overlaps the rest of backward.
+
+_PENDING: dict = {}      # ticket -> the MPI request of a started bucket
+_TICKETS = iter(range(1 << 62))
+
+
+def _all_reduce_start(*grads, op="avg"):
+    """Pack a bucket's gradients into a fresh flat buffer and start a non-blocking ``Iallreduce``
+    on it; returns (the buffer, a ticket naming the request). Earlier buckets still in flight are
+    tested, which lets MPI progress them while backward goes on."""
+    communicator = comm()
+    flat = np.concatenate(grads, axis=None) if len(grads) > 1 else grads[0].ravel().copy()
+    if _PENDING:
+        World.mpi_request.Testall(list(_PENDING.values()))
+    started = time.perf_counter()
+    ticket = next(_TICKETS)
+    _PENDING[ticket] = communicator.Iallreduce(World.in_place, flat, op=World.mpi_ops["sum" if op == "avg" else op])
+    World.allreduce_seconds += time.perf_counter() - started
+    World.allreduce_calls += 1
+    return flat, np.array([ticket], dtype=np.int64)
+
+
+def _all_reduce_wait(*buffers_and_tickets, op="avg", layout=()):
+    """Wait for every bucket's ``Iallreduce`` and hand back the gradients, in the order ``layout``
+    gives them ((bucket, offset, shape) each), as views of the buckets' buffers."""
+    half = len(buffers_and_tickets) // 2
+    buffers, tickets = buffers_and_tickets[:half], buffers_and_tickets[half:]
+    started = time.perf_counter()
+    World.mpi_request.Waitall([_PENDING.pop(int(t[0])) for t in tickets])
+    World.allreduce_seconds += time.perf_counter() - started
+    if op == "avg":
+        size = comm().Get_size()
+        for flat in buffers:
+            np.divide(flat, size, out=flat)
+    results = []
+    for bucket, offset, shape in layout:
+        count = 1
+        for d in shape:
+            count *= d
+        results.append(buffers[bucket][offset:offset + count].reshape(shape))
+    return tuple(results)
+
+
+register(OpDef("all_reduce_start", _all_reduce_start, "other"))
+register(OpDef("all_reduce_wait", _all_reduce_wait, "other"))

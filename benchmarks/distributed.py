@@ -6,9 +6,11 @@ in one Allreduce save over one Allreduce per tensor?
 Launches ``mpiexec -n R`` for each rank count: every rank trains the bench tanh MLP (SGD with
 momentum) wrapped in DistributedDataParallel on its share of the same global batch (strong
 scaling), eagerly and as a compiled step, with the gradients averaged in one bucket (one
-Allreduce per step) and one bucket per tensor (``bucket_cap_mb=0``). Prints the median ms per
+Allreduce per step), one bucket per tensor (``bucket_cap_mb=0``), and four buckets (blocking in
+eager; in a compiled step each bucket's Iallreduce starts as soon as backward produced it). Prints the median ms per
 step (the slowest rank's), scaling efficiency T(1) / (R x T(R)), Allreduce calls per step and the
-median us per step spent in them (waiting for the other rank included). On a machine with fewer
+median us per step blocked in them (waiting for the other rank included; for started buckets, the
+starts and the final wait: what overlap leaves). On a machine with fewer
 cores than ranks x BLAS threads the ranks compete for cores: the machine line and the load say so.
 """
 
@@ -22,7 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-BUCKETS = {"one bucket": None, "per tensor": 0}
+# How the gradients are averaged: bucket_cap_mb of DistributedDataParallel, or "quarter": buckets of
+# a quarter of the model's gradient bytes (blocking one by one in eager; in a compiled step each
+# starts as soon as backward has produced it and runs while the rest of backward does).
+BUCKETS = {"one bucket": None, "per tensor": 0, "quarter buckets": "quarter"}
 MODES = ("eager", "compiled")
 
 
@@ -48,6 +53,8 @@ def worker(sizes: list, steps: int) -> None:
         for mode in MODES:
             for bucket, cap in BUCKETS.items():
                 model, _, _ = build(sg, size, initial_weights(size))
+                if cap == "quarter":
+                    cap = sum(p.numel() * p.element_size() for p in model.parameters()) / 4 / 2**20 * 1.01
                 ddp = DistributedDataParallel(model, bucket_cap_mb=cap)
                 opt = sg.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
                 step = _step(sg, ddp, opt)

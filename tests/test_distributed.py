@@ -88,8 +88,9 @@ def test_the_benchmark_runs_one_and_two_ranks():
     rows = [line.split() for line in done.stdout.splitlines() if line.lstrip().startswith("tiny")]
     # model, mode, bucket (two words), then per rank count: ms, Allreduce calls per step, us
     calls = {(row[1], row[2]): (row[5], row[8]) for row in rows}
-    assert calls == {("eager", "one"): ("1", "1"), ("eager", "per"): ("10", "10"),
-                     ("compiled", "one"): ("1", "1"), ("compiled", "per"): ("10", "10")}
+    assert calls == {("eager", "one"): ("1", "1"), ("eager", "per"): ("10", "10"), ("eager", "quarter"): ("5", "5"),
+                     ("compiled", "one"): ("1", "1"), ("compiled", "per"): ("10", "10"),
+                     ("compiled", "quarter"): ("5", "5")}   # 10 tensors: a quarter of the bytes holds 2 or 3
 
 
 def test_before_init_errors_are_pytorchs():
@@ -102,6 +103,17 @@ def test_before_init_errors_are_pytorchs():
     assert not dist.is_initialized()
     with pytest.raises(ValueError, match="backend None, 'mpi' or 'gloo'"):
         dist.init_process_group("nccl")
+
+
+def test_options_not_built_raise():
+    t = staticgrad.ones(2)
+    for call in (lambda: dist.get_rank(group=object()), lambda: dist.all_reduce(t, group=object()),
+                 lambda: dist.broadcast(t, 0, group=object()), lambda: dist.barrier(group=object())):
+        with pytest.raises(NotImplementedError, match="one process group, the whole MPI world"):
+            call()
+    for call in (lambda: dist.all_reduce(t, async_op=True), lambda: dist.barrier(async_op=True)):
+        with pytest.raises(NotImplementedError, match="async_op=True"):
+            call()
 
 
 def test_without_mpi4py_the_error_says_how_to_install(monkeypatch):

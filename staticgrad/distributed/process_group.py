@@ -107,16 +107,19 @@ def destroy_process_group(group=None) -> None:
 
 
 def get_rank(group=None) -> int:
+    _world_only(group, "get_rank")
     return comm().Get_rank()
 
 
 def get_world_size(group=None) -> int:
+    _world_only(group, "get_world_size")
     return comm().Get_size()
 
 
 def barrier(group=None, async_op: bool = False, device_ids=None) -> None:
     """Wait until every rank gets here."""
     _synchronous(async_op, "barrier")
+    _world_only(group, "barrier")
     if Tracing.tracer is not None:
         Tracing.tracer.fail("distributed.barrier() inside a compiled function is not recorded, so a replay would "
                             "not wait; call it outside the compiled function")
@@ -126,6 +129,9 @@ def barrier(group=None, async_op: bool = False, device_ids=None) -> None:
 def broadcast(tensor: Tensor, src: int | None = None, group=None, async_op: bool = False, group_src=None) -> None:
     """Overwrite ``tensor`` on every rank with rank ``src``'s (in place)."""
     _synchronous(async_op, "broadcast")
+    _world_only(group, "broadcast")
+    if group_src is not None:
+        raise NotImplementedError("distributed.broadcast(group_src=...) is not supported: give src")
     src = 0 if src is None else src
     size = get_world_size()
     if not 0 <= src < size:
@@ -137,6 +143,7 @@ def broadcast(tensor: Tensor, src: int | None = None, group=None, async_op: bool
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False) -> None:
     """Combine ``tensor`` over every rank with ``op`` and leave the result in it on every rank."""
     _synchronous(async_op, "all_reduce")
+    _world_only(group, "all_reduce")
     if not isinstance(op, ReduceOp):
         raise TypeError(f"all_reduce: op must be a staticgrad.distributed.ReduceOp, got {op!r}")
     if op is ReduceOp.AVG and tensor._data.dtype.kind != "f":
@@ -144,6 +151,12 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     comm()
     with no_grad():
         tensor.copy_(F.all_reduce(tensor, op=op.value))
+
+
+def _world_only(group, what: str) -> None:
+    if group is not None:
+        raise NotImplementedError(f"distributed.{what}(group=...) is not supported: staticgrad has one process "
+                                  "group, the whole MPI world; leave group unset")
 
 
 def _synchronous(async_op: bool, what: str) -> None:

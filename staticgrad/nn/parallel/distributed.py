@@ -36,6 +36,9 @@ class DistributedDataParallel(Module):
                  bucket_cap_mb: float | None = None, find_unused_parameters: bool = False, **unsupported):
         if unsupported:
             raise TypeError(f"DistributedDataParallel: options {sorted(unsupported)} are not supported by staticgrad")
+        if process_group is not None:
+            raise NotImplementedError("DistributedDataParallel(process_group=...) is not supported: staticgrad has "
+                                      "one process group, the whole MPI world; leave it unset")
         if device_ids not in (None, []) or output_device is not None:
             raise ValueError("DistributedDataParallel: staticgrad runs on the CPU; leave device_ids and "
                              "output_device unset")

@@ -108,3 +108,5 @@ from staticgrad._eager.math_functions import (
     tan,
     trunc,
 )
+# Data-parallel training on MPI (torch.distributed, torch.nn.parallel); mpi4py is imported only when a group starts.
+from staticgrad import distributed

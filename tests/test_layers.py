@@ -20,7 +20,7 @@ LAYERS = [
     ("staticgrad.runtime",),
     ("staticgrad.compiler",),
     ("staticgrad._eager",),
-    ("staticgrad.autograd", "staticgrad.functional", "staticgrad.nn", "staticgrad.optim"),
+    ("staticgrad.autograd", "staticgrad.functional", "staticgrad.nn", "staticgrad.optim", "staticgrad.distributed"),
     ("staticgrad.inspect",),
     ("staticgrad.record",),
     ("staticgrad.bench", "staticgrad.cli", "staticgrad"),

@@ -242,10 +242,33 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             if leaves is not None:
                 for variable, g, owned in leaves:
                     _accumulate_into_leaf(variable, g, owned)
+        if accumulate and _BACKWARD_END_CALLBACKS:
+            _run_backward_end_callbacks(deps)
     finally:
         GradMode.enabled = previous_mode
         Tracing.phase = previous_phase
     return capture
+
+
+# Methods called when a backward() has accumulated every gradient, with the nodes it reached (a
+# dict keyed by node): DistributedDataParallel averages its gradients there. Held weakly.
+_BACKWARD_END_CALLBACKS: list = []
+
+
+def add_backward_end_callback(method) -> _RemovableHandle:
+    """Call the bound ``method(reached_nodes)`` at the end of every backward() while its object lives."""
+    ref = weakref.WeakMethod(method)
+    _BACKWARD_END_CALLBACKS.append(ref)
+    return _RemovableHandle(_BACKWARD_END_CALLBACKS, ref)
+
+
+def _run_backward_end_callbacks(reached: dict) -> None:
+    for ref in list(_BACKWARD_END_CALLBACKS):
+        method = ref()
+        if method is None:
+            _BACKWARD_END_CALLBACKS.remove(ref)
+        else:
+            method(reached)
 
 
 def _running_sums(node, buffers: dict) -> dict | None:

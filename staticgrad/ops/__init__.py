@@ -16,6 +16,7 @@ NumPy has no fast loop for, loads Numba on the first call of such an op (see ``j
 
 from staticgrad.ops import (  # noqa: F401  (fill OPS)
                                      batch_norm,
+                                     collective,
                                      conv,
                                      elementwise,
                                      factory,

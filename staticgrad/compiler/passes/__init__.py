@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from staticgrad.compiler.ir import Graph, verify
+from staticgrad.compiler.passes.buckets import overlap_gradient_buckets
 from staticgrad.compiler.passes.cse import eliminate_common_subexpressions
 from staticgrad.compiler.passes.dce import eliminate_dead_code
 from staticgrad.compiler.passes.fold import fold_constants
@@ -14,6 +15,7 @@ from staticgrad.compiler.passes.simplify import simplify
 
 PIPELINE = [
     (fold_constants, "evaluate ops whose inputs are all constants (gradient seeds, factories) once"),
+    (overlap_gradient_buckets, "start each gradient bucket's all-reduce as soon as backward has produced it"),
     (eliminate_common_subexpressions, "reuse the result of an identical earlier op"),
     (simplify, "drop double transposes"),
     (eliminate_dead_code, "drop ops whose results nothing reads (unused gradients and values)"),

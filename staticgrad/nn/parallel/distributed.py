@@ -1,0 +1,135 @@
+"""DistributedDataParallel: one replica of a module per rank, kept in step by averaging the
+gradients over every rank at the end of each backward (PyTorch's DDP, on MPI).
+
+The averaging is one op, ``all_reduce_grads``: every gradient packed into one contiguous
+buffer and reduced with one ``Allreduce`` (not one per tensor), which a compiled training step
+records like any other op and replays without Python per tensor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from staticgrad._eager.dispatch import F
+from staticgrad._eager.engine import add_backward_end_callback
+from staticgrad._eager.grad_mode import no_grad
+from staticgrad._eager.node import grad_accumulator
+from staticgrad._state import guard
+from staticgrad.distributed.process_group import RankMismatchError, broadcast
+from staticgrad.nn.module import Module
+from staticgrad.ops.collective import comm
+
+MEGABYTE = 1024 * 1024
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` for data-parallel training: at construction, check that every rank holds the
+    same parameters and buffers (names, shapes, dtypes; a clear error on every rank otherwise) and
+    copy rank 0's values to all; after each backward that reaches its parameters, average their
+    gradients over the ranks (skipped inside ``no_sync()``). ``bucket_cap_mb``: None reduces every
+    gradient in one ``Allreduce``; a size splits them, in order, into buckets of at most that many
+    MB (0: one call per tensor, for comparison). Gradients become views of one flat buffer, as with
+    PyTorch's ``gradient_as_bucket_view=True``."""
+
+    def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0,
+                 broadcast_buffers: bool = True, init_sync: bool = True, process_group=None,
+                 bucket_cap_mb: float | None = None, find_unused_parameters: bool = False, **unsupported):
+        if unsupported:
+            raise TypeError(f"DistributedDataParallel: options {sorted(unsupported)} are not supported by staticgrad")
+        if process_group is not None:
+            raise NotImplementedError("DistributedDataParallel(process_group=...) is not supported: staticgrad has "
+                                      "one process group, the whole MPI world; leave it unset")
+        if device_ids not in (None, []) or output_device is not None:
+            raise ValueError("DistributedDataParallel: staticgrad runs on the CPU; leave device_ids and "
+                             "output_device unset")
+        if bucket_cap_mb is not None and bucket_cap_mb < 0:
+            raise ValueError(f"bucket_cap_mb must be None or >= 0, got {bucket_cap_mb}")
+        comm()
+        super().__init__()
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.require_backward_grad_sync = True
+        self.bucket_bytes = None if bucket_cap_mb is None else int(bucket_cap_mb * MEGABYTE)
+        named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+        self._grad_names = [name for name, _ in named]
+        self._grad_params = [p for _, p in named]
+        _check_same_model(module)
+        if init_sync:
+            with no_grad():
+                for t in list(module.parameters()) + list(module.buffers()):
+                    broadcast(t, 0)
+        # held strongly (as PyTorch's reducer holds them), so the graph's nodes are these very ones
+        self._accumulators = frozenset(grad_accumulator(p) for p in self._grad_params)
+        self._callback = add_backward_end_callback(self._after_backward)
+
+    def forward(self, *inputs, **kwargs):
+        if self.broadcast_buffers and self.training:
+            buffers = list(self.module.buffers())
+            if buffers:
+                with no_grad():
+                    for b in buffers:
+                        broadcast(b, 0)
+        return self.module(*inputs, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backwards inside this block leave each rank's gradients its own (to accumulate over
+        several batches); the first backward after it averages what was accumulated."""
+        previous = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous
+
+    def _after_backward(self, reached) -> None:
+        """At the end of a backward: average the gradients if it reached this model's parameters."""
+        if not any(node in reached for node in self._accumulators):
+            return
+        if not guard(lambda: self.require_backward_grad_sync, "DistributedDataParallel.no_sync()"):
+            return
+        grads = []
+        for name, p in zip(self._grad_names, self._grad_params):
+            g = p.grad
+            if g is None:
+                if not self.find_unused_parameters:
+                    raise RuntimeError(
+                        f"DistributedDataParallel: parameter '{name}' received no gradient in this backward, so "
+                        "the ranks cannot average it; use every parameter in the loss, or construct "
+                        "DistributedDataParallel(..., find_unused_parameters=True) to average a zero gradient for it")
+                g = F.zeros_like(p)
+            grads.append(g)
+        if not grads:
+            return
+        with no_grad():
+            averaged = F.all_reduce_grads(*grads, op="avg", bucket_bytes=self.bucket_bytes)
+        if len(grads) == 1:
+            averaged = (averaged,)
+        for p, g in zip(self._grad_params, averaged):
+            p.grad = g
+
+
+def _describe(module: Module) -> list:
+    return ([("parameter", name, tuple(p.shape), str(p.dtype)) for name, p in module.named_parameters()]
+            + [("buffer", name, tuple(b.shape), str(b.dtype)) for name, b in module.named_buffers()])
+
+
+def _check_same_model(module: Module) -> None:
+    """Every rank holds the same parameters and buffers: one allgather of their descriptions, and
+    the same error on every rank when they differ (each rank sees all descriptions)."""
+    described = comm().allgather(_describe(module))
+    reference = described[0]
+    for rank, mine in enumerate(described[1:], start=1):
+        if mine == reference:
+            continue
+        if len(mine) != len(reference):
+            raise RankMismatchError(
+                f"DistributedDataParallel expects the same model on every rank, but rank {rank} has "
+                f"{len(mine)} parameters and buffers while rank 0 has {len(reference)}")
+        for (kind, name, shape, dtype), theirs in zip(mine, reference):
+            if (kind, name, shape, dtype) != theirs:
+                raise RankMismatchError(
+                    f"DistributedDataParallel expects the same model on every rank, but rank {rank} has {kind} "
+                    f"'{name}' of shape {list(shape)} ({dtype}) where rank 0 has {theirs[0]} '{theirs[1]}' of shape "
+                    f"{list(theirs[2])} ({theirs[3]})")

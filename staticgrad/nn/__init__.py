@@ -2,7 +2,8 @@
 
 from staticgrad.nn import functional, init
 from staticgrad.nn.activation import GELU
-from staticgrad.nn.conv import Conv2d, MaxPool2d
+from staticgrad.nn.conv import MaxPool2d
+from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from staticgrad.nn.dropout import Dropout
 from staticgrad.nn.layers import (
                                   Flatten,
@@ -28,7 +29,12 @@ from staticgrad.nn.sparse import Embedding
 __all__ = [
                                   "GELU",
                                   "LSTM",
+                                  "Conv1d",
                                   "Conv2d",
+                                  "Conv3d",
+                                  "ConvTranspose1d",
+                                  "ConvTranspose2d",
+                                  "ConvTranspose3d",
                                   "CrossEntropyLoss",
                                   "Dropout",
                                   "Embedding",

@@ -1,16 +1,16 @@
-"""conv2d and max_pool2d, and their modules Conv2d and MaxPool2d: PyTorch's argument handling
-and shape checks (with PyTorch's messages) in front of the ops in ``staticgrad.ops.conv``.
+"""The plain conv2d (no dilation, no groups) and max_pool2d, and the MaxPool2d module: PyTorch's
+argument handling and shape checks (with PyTorch's messages) in front of the ops in
+``staticgrad.ops.conv``.
 
 Supported: stride, zero padding (ints, pairs, "valid", "same" for odd kernels); unbatched
-(C, H, W) inputs. Not supported, and refused with a NotImplementedError: dilation, groups,
-ceil_mode and padding modes other than zeros.
+(C, H, W) inputs. staticgrad.nn.conv_more's conv2d (the public one) and Conv2d send dilated,
+grouped and even-kernel "same" convolutions to the general ``convolution`` op instead.
 """
 
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
-from staticgrad.nn import init
 from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
 from staticgrad.ops.dtypes import from_numpy_dtype
@@ -110,50 +110,6 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     inputs = (batched, weight) if bias is None else (batched, weight, bias)
     out = dispatch(OPS["conv2d"], inputs, {"stride": stride, "padding": padding})
     return out if ndim == 4 else fn.squeeze(out, 0)
-
-
-class Conv2d(Module):
-    """A 2-D convolution layer, initialised as PyTorch does (Kaiming-uniform weight, uniform bias)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None):
-        super().__init__()
-        if groups != 1:
-            raise _unsupported("Conv2d", "groups", groups, "use groups=1")
-        if _pair(dilation) != (1, 1):
-            raise _unsupported("Conv2d", "dilation", dilation, "use dilation=1")
-        if padding_mode != "zeros":
-            raise _unsupported("Conv2d", "padding_mode", repr(padding_mode), "use padding_mode='zeros' (the default)")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _module_pair(kernel_size, "kernel_size")
-        self.stride = _module_pair(stride, "stride")
-        if isinstance(padding, str):
-            if padding not in ("valid", "same"):
-                raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
-            if padding == "same" and self.stride != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            if padding == "same":
-                _same_padding(self.kernel_size, self.stride)  # refuse an even kernel now, not at the first call
-            self.padding = padding
-        else:
-            self.padding = _module_pair(padding, "padding")
-        self.dilation, self.groups, self.padding_mode = (1, 1), 1, "zeros"
-        self.transposed, self.output_padding = False, (0, 0)
-        init.make_weight_and_bias(self, (out_channels, in_channels, *self.kernel_size), bias, dtype)
-
-    def reset_parameters(self) -> None:
-        init.reset_weight_and_bias(self.weight, self.bias)
-
-    def forward(self, input):
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding)
-
-    def extra_repr(self) -> str:
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
 
 
 # ---- max_pool2d ---------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from staticgrad.nn import functional, init
 from staticgrad.nn.activation import GELU
-from staticgrad.nn.conv import MaxPool2d
 from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from staticgrad.nn.dropout import Dropout
 from staticgrad.nn.layers import (
@@ -23,12 +22,26 @@ from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
 from staticgrad.nn.parameter import Parameter
+from staticgrad.nn.pooling import (
+                                   AdaptiveAvgPool1d,
+                                   AdaptiveAvgPool2d,
+                                   AvgPool1d,
+                                   AvgPool2d,
+                                   MaxPool1d,
+                                   MaxPool2d,
+                                   MaxUnpool2d,
+                                   Upsample,
+)
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
 
 __all__ = [
                                   "GELU",
                                   "LSTM",
+                                  "AdaptiveAvgPool1d",
+                                  "AdaptiveAvgPool2d",
+                                  "AvgPool1d",
+                                  "AvgPool2d",
                                   "Conv1d",
                                   "Conv2d",
                                   "Conv3d",
@@ -45,7 +58,9 @@ __all__ = [
                                   "Linear",
                                   "LogSoftmax",
                                   "MSELoss",
+                                  "MaxPool1d",
                                   "MaxPool2d",
+                                  "MaxUnpool2d",
                                   "Module",
                                   "ModuleDict",
                                   "ModuleList",
@@ -56,6 +71,7 @@ __all__ = [
                                   "Sigmoid",
                                   "Softmax",
                                   "Tanh",
+                                  "Upsample",
                                   "functional",
                                   "init",
 ]

@@ -74,9 +74,18 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 # Layers defined next to their modules (imported last: those modules import this one's helpers).
 from staticgrad.nn.activation import gelu  # noqa: E402
-from staticgrad.nn.conv import max_pool2d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
+from staticgrad.nn.pooling import (  # noqa: E402
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    interpolate,
+    max_pool1d,
+    max_pool2d,
+    max_unpool2d,
+)
 from staticgrad.nn.sparse import embedding  # noqa: E402

@@ -16,6 +16,7 @@ NumPy has no fast loop for, loads Numba on the first call of such an op (see ``j
 
 from staticgrad.ops import conv, elementwise, factory, fused, linalg, loss, nn_ops, reductions, scalar_chains, shape  # noqa: F401  (fill OPS)
 from staticgrad.ops import conv_more as _conv_more  # noqa: F401  (fill OPS: N-d and transposed convolution)
+from staticgrad.ops import pooling as _pooling  # noqa: F401  (fill OPS: average/adaptive pooling, unpooling, upsampling)
 from staticgrad.ops.registry import (
                                      DTYPE_RULES,
                                      KINDS,

@@ -20,7 +20,8 @@ from staticgrad.ops import OPS
 from staticgrad.ops.conv_more import transposed_size
 from staticgrad.ops.dtypes import from_numpy_dtype
 
-_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+# A set literal, as PyTorch writes it: its message prints the set, in the order the literal gives.
+_PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
 
 
 def _expand(value, dims: int, name: str) -> tuple:
@@ -198,7 +199,7 @@ class _ConvNd(Module):
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
         if padding_mode not in _PADDING_MODES:
-            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+            raise ValueError(f"padding_mode must be one of {_PADDING_MODES}, but got "
                              f"padding_mode='{padding_mode}'")
         if self.transposed and padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {kind}')

@@ -119,28 +119,28 @@ def _geometry(at):
 
 def _convolution_backward(F, g, s, at, need):
     geometry = _geometry(at)
-    x, weight = s["input"], s["weight"]
-    kernel = tuple(weight.shape[2:])
+    kernel = tuple(s["weight_sym_sizes"][2:])
     grad_input = grad_weight = None
     if not at["transposed"]:
         if need[0]:
-            extra = leftover(tuple(x.shape[2:]), tuple(g.shape[2:]), kernel, at["stride"], at["padding"],
-                             at["dilation"])
-            grad_input = F.convolution_in_backward(g, weight, transposed=True, output_padding=extra, **geometry)
+            extra = leftover(tuple(s["input_sym_sizes"][2:]), tuple(g.shape[2:]), kernel, at["stride"],
+                             at["padding"], at["dilation"])
+            grad_input = F.convolution_in_backward(g, s["weight"], transposed=True, output_padding=extra, **geometry)
         if need[1]:
-            grad_weight = F.convolution_weight_grad(g, x, kernel_size=kernel, **geometry)
+            grad_weight = F.convolution_weight_grad(g, s["input"], kernel_size=kernel, **geometry)
     else:
         if need[0]:
             zero = (0,) * len(kernel)
-            grad_input = F.convolution_in_backward(g, weight, transposed=False, output_padding=zero, **geometry)
+            grad_input = F.convolution_in_backward(g, s["weight"], transposed=False, output_padding=zero, **geometry)
         if need[1]:
-            grad_weight = F.convolution_weight_grad(x, g, kernel_size=kernel, **geometry)
+            grad_weight = F.convolution_weight_grad(s["input"], g, kernel_size=kernel, **geometry)
     if len(need) == 2:
         return grad_input, grad_weight
     return grad_input, grad_weight, F.sum(g, dim=(0,) + tuple(range(2, g.ndim))) if need[2] else None
 
 
-_GEOMETRY_SAVES = (Save("stride", "attr:stride", freed=False), Save("padding", "attr:padding", freed=False),
+_GEOMETRY_SAVES = (Save("input_sym_sizes", "shape:0", freed=False), Save("weight_sym_sizes", "shape:1", freed=False),
+                   Save("stride", "attr:stride", freed=False), Save("padding", "attr:padding", freed=False),
                    Save("dilation", "attr:dilation", freed=False), Save("groups", "attr:groups", freed=False),
                    Save("transposed", "attr:transposed", freed=False),
                    Save("output_padding", "attr:output_padding", freed=False))

@@ -301,7 +301,7 @@ def _max_unpool2d(values, indices, out=None, output_size=(1, 1)):
     bad = (flat_indices < 0) | (flat_indices >= plane)
     if bad.any():
         raise RuntimeError(f"Found an invalid max index: {int(flat_indices[bad][0])} (output volumes are of size "
-                           f"{output_size[0]}x{output_size[1]}")
+                           f"{output_size[0]}x{output_size[1]})")
     result = np.zeros((planes, plane), values.dtype)
     np.put_along_axis(result, flat_indices, flat_values, axis=1)
     return _write(result.reshape(*lead, *output_size), out)

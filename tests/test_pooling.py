@@ -9,6 +9,7 @@ import pytest
 
 import staticgrad as sg
 from staticgrad.bench.models import training_step
+from staticgrad.ops import OPS
 from tests.oracle import compare, finite_difference_check, same_error, torch
 
 rng = np.random.default_rng(5)
@@ -69,6 +70,8 @@ CASES = [
      [R(2, 3, 4, 5)]),
     ("bilinear_size_down", call("interpolate", size=(3, 9), mode="bilinear"), [R(2, 3, 6, 5)]),
     ("bilinear_single_row", call("interpolate", size=(1, 9), mode="bilinear", align_corners=True), [R(2, 3, 6, 5)]),
+    ("area2d", call("interpolate", size=(2, 3), mode="area"), [R(2, 3, 5, 7)]),
+    ("area1d", call("interpolate", scale_factor=0.5, mode="area"), [R(2, 3, 7)]),
     ("bilinear_recompute", call("interpolate", scale_factor=0.6, mode="bilinear", recompute_scale_factor=True),
      [R(2, 3, 6, 5)]),
 ]
@@ -155,6 +158,37 @@ def test_pooling_nodes_keep_pytorch_saved_values():
     node = sg.nn.functional.interpolate(x, scale_factor=2.0, mode="bilinear").grad_fn
     assert node.name() == "UpsampleBilinear2DBackward0" and node._saved_output_size == (14, 14)
     assert node._saved_scales == (2.0, 2.0) and node._saved_align_corners is False
+
+
+def _out_samples():
+    x, g = R(2, 3, 7, 6), R(2, 3, 4, 3)
+    avg = {"kernel_size": (3, 2), "stride": (2, 2), "padding": (1, 1), "ceil_mode": True,
+           "count_include_pad": False, "divisor_override": None}
+    up = {"mode": "bilinear", "output_size": (9, 5), "scales": (None, None), "align_corners": False}
+    indices = np.array(OPS["max_pool2d"].forward(distinct(2, 3, 4, 4), kernel_size=(2, 2), stride=(2, 2),
+                                                 padding=(0, 0))[1])
+    return [
+        ("avg_pool2d", [x], avg),
+        ("avg_pool2d_backward", [R(2, 3, 4, 4)], {"input_size": (7, 6), **avg}),
+        ("adaptive_avg_pool2d", [x], {"output_size": (3, 4)}),
+        ("adaptive_avg_pool2d_backward", [g], {"input_size": (7, 6)}),
+        ("upsample", [x], up),
+        ("upsample_backward", [R(2, 3, 9, 5)], {"input_size": (7, 6), **up}),
+        ("max_unpool2d", [R(2, 3, 2, 2), indices], {"output_size": (4, 4)}),
+    ]
+
+
+@pytest.mark.parametrize("name,arrays,attrs", _out_samples(), ids=[s[0] for s in _out_samples()])
+def test_forward_writes_into_out_and_may_overwrite_its_input(name, arrays, attrs):
+    forward = OPS[name].forward
+    expected = forward(*arrays, **attrs)
+    out = np.empty(expected.shape, expected.dtype)
+    assert forward(*arrays, out=out, **attrs) is out
+    np.testing.assert_array_equal(out, expected)
+    if arrays[0].shape == expected.shape:
+        first = arrays[0].copy()
+        forward(first, *arrays[1:], out=first, **attrs)
+        np.testing.assert_array_equal(first, expected)
 
 
 # ---- errors -----------------------------------------------------------------------------------------
@@ -244,6 +278,8 @@ MODULES = [
     ("AdaptiveAvgPool2d", ((3, None),), {}, (2, 3, 7, 8)),
     ("Upsample", (), {"scale_factor": 2}, (2, 3, 4, 3)),
     ("Upsample", (), {"size": (5, 7), "mode": "bilinear", "align_corners": True}, (2, 3, 4, 3)),
+    ("UpsamplingNearest2d", (), {"scale_factor": 2}, (2, 3, 4, 3)),
+    ("UpsamplingBilinear2d", ((3, 5),), {}, (2, 3, 4, 3)),
 ]
 
 

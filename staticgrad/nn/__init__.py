@@ -31,6 +31,8 @@ from staticgrad.nn.pooling import (
                                    MaxPool2d,
                                    MaxUnpool2d,
                                    Upsample,
+                                   UpsamplingBilinear2d,
+                                   UpsamplingNearest2d,
 )
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
@@ -72,6 +74,8 @@ __all__ = [
                                   "Softmax",
                                   "Tanh",
                                   "Upsample",
+                                  "UpsamplingBilinear2d",
+                                  "UpsamplingNearest2d",
                                   "functional",
                                   "init",
 ]

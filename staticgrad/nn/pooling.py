@@ -3,8 +3,8 @@ max_unpool2d and interpolate, and their modules, with PyTorch's argument handlin
 front of the ops in staticgrad.ops.conv (max pooling) and staticgrad.ops.pooling.
 
 The 1-D poolings are their 2-D ops over an unsqueezed axis, as PyTorch computes them (their nodes
-are SqueezeBackward1). interpolate supports modes "nearest" (1-3 D) and "bilinear" (2-D);
-other modes raise a NotImplementedError.
+are SqueezeBackward1). interpolate supports modes "nearest" (1-3 D), "bilinear" (2-D) and "area"
+(1-2 D, adaptive average pooling as in PyTorch); other modes raise a NotImplementedError.
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | n
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resample the spatial axes of (N, C, *spatial) input, as torch's interpolate (modes "nearest"
-    and "bilinear")."""
+    "bilinear" and "area")."""
     dims = input._data.ndim - 2
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -414,6 +414,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError("either size or scale_factor should be defined")
     if antialias:
         raise NotImplementedError("staticgrad's interpolate does not support antialias=True; use antialias=False")
+    if mode == "area" and dims in (1, 2):
+        return (adaptive_avg_pool1d if dims == 1 else adaptive_avg_pool2d)(input, output_size)
     if mode == "bilinear" and dims != 2:
         raise NotImplementedError(f"Got {dims + 2}D input, but bilinear mode needs 4D input")
     if mode not in ("nearest", "bilinear"):
@@ -451,3 +453,17 @@ class Upsample(Module):
     def extra_repr(self) -> str:
         info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
         return f"{info}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Upsample with mode "nearest"."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Upsample with mode "bilinear" and align_corners=True, as PyTorch's."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

@@ -20,7 +20,7 @@ from staticgrad.ops import OPS
 from staticgrad.ops.conv_more import transposed_size
 from staticgrad.ops.dtypes import from_numpy_dtype
 
-# A set literal, as PyTorch writes it: its message prints the set, in the order the literal gives.
+# The message prints this set, as PyTorch prints its own (the order varies between processes).
 _PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
 
 

@@ -187,8 +187,16 @@ def test_errors_match_torch(name, fn):
     same_error(fn)
 
 
-def test_dtype_mismatch_matches_torch():
-    same_error(lambda lib: lib.nn.functional.conv1d(lib.tensor(X1.astype(np.float32)), lib.tensor(R(4, 4, 3))))
+@pytest.mark.parametrize("name,weight,bias", [
+    ("conv1d", R(4, 4, 3), None),
+    ("conv1d", R(4, 4, 3).astype(np.float32), R(4)),
+    ("conv_transpose1d", R(4, 4, 3).astype(np.float32), R(4)),
+], ids=["weight", "bias", "transposed_bias"])
+def test_dtype_mismatch_matches_torch(name, weight, bias):
+    def fn(lib):
+        extra = () if bias is None else (lib.tensor(bias),)
+        return getattr(lib.nn.functional, name)(lib.tensor(X1.astype(np.float32)), lib.tensor(weight), *extra)
+    same_error(fn)
 
 
 @pytest.mark.parametrize("make", [

@@ -68,9 +68,12 @@ def _check_shapes(x, weight, bias, geometry, transposed, name):
             given = "transposed=1, " if transposed else ""
             raise RuntimeError(f"Given {given}weight of size {ws}, expected bias to be 1-dimensional with {outputs} "
                                f"elements, but got bias of size {list(bias._data.shape)} instead")
-        if bias._data.dtype != x._data.dtype:
-            raise RuntimeError(f"Input type ({from_numpy_dtype(x._data.dtype).tensor_type}) and bias type "
-                               f"({from_numpy_dtype(bias._data.dtype).tensor_type}) should be the same")
+        if bias._data.dtype != x._data.dtype:  # PyTorch names C types here, tensor types when transposed
+            if transposed:
+                names = [from_numpy_dtype(t._data.dtype).tensor_type for t in (x, bias)]
+            else:
+                names = [plain._C_TYPE_NAMES.get(t._data.dtype.name, t._data.dtype.name) for t in (x, bias)]
+            raise RuntimeError(f"Input type ({names[0]}) and bias type ({names[1]}) should be the same")
     kernel = [d * (k - 1) + 1 for k, d in zip(ws[2:], geometry["dilation"])]
     if transposed:
         size = transposed_size(xs[2:], ws[2:], geometry["stride"], geometry["padding"], geometry["dilation"],

@@ -181,6 +181,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     shape = input._data.shape
+    if not shape:
+        raise IndexError("Dimension specified as -3 but tensor has no dimensions")
     if len(shape) < 3:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-len(shape)}, {len(shape) - 1}], "
                          f"but got -3)")
@@ -320,6 +322,8 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     step = _pair(_default_stride(stride, kernel_size))
     pad = _pair(padding)
     shape = list(input._data.shape)
+    if len(shape) < 2:  # PyTorch reads the last two sizes before it checks the rank
+        raise IndexError("tuple index out of range")
     default = [(n - 1) * s + k - 2 * p for n, s, k, p in zip(shape[-2:], step, kernel, pad)]
     if output_size is None:
         size = default

@@ -364,3 +364,36 @@ def test_unpooling_model_replay_equals_eager():
     assert compiled.stats.replays >= 2
     for pe, pc in zip(m_eager.parameters(), m_comp.parameters()):
         np.testing.assert_array_equal(pc.detach().numpy(), pe.detach().numpy())
+
+
+def test_compiled_model_forward_and_backward_equal_eager():
+    """compile(model): the recorded forward and backward programs through every new layer kind."""
+    class Model(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = sg.nn.Conv2d(2, 4, 3, padding=2, dilation=2, groups=2)
+            self.up = sg.nn.ConvTranspose2d(4, 2, 2, stride=2)
+            self.avg, self.max = sg.nn.AvgPool2d(2, ceil_mode=True), sg.nn.MaxPool2d(2, ceil_mode=True)
+            self.resize = sg.nn.Upsample(scale_factor=1.5, mode="bilinear")
+            self.adaptive = sg.nn.AdaptiveAvgPool2d((3, 2))
+
+        def forward(self, x):
+            return self.adaptive(self.resize(self.max(self.avg(self.up(sg.relu(self.conv(x)))))))
+
+    sg.manual_seed(0)
+    eager, twin = Model(), Model()
+    twin.load_state_dict(eager.state_dict())
+    compiled = sg.compile(twin)
+    data = np.random.default_rng(0)
+    for _ in range(4):
+        x = data.standard_normal((2, 2, 7, 7)).astype(np.float32)
+        xe, xc = sg.tensor(x, requires_grad=True), sg.tensor(x, requires_grad=True)
+        ye, yc = eager(xe), compiled(xc)
+        np.testing.assert_array_equal(yc.detach().numpy(), ye.detach().numpy())
+        (ye * ye).sum().backward()
+        (yc * yc).sum().backward()
+        np.testing.assert_array_equal(xc.grad.numpy(), xe.grad.numpy())
+        for pe, pc in zip(eager.parameters(), twin.parameters()):
+            np.testing.assert_array_equal(pc.grad.numpy(), pe.grad.numpy())
+            pe.grad = pc.grad = None
+    assert compiled.stats.replays == 3

@@ -30,12 +30,10 @@ from staticgrad.nn.pooling import (
                                    MaxPool1d,
                                    MaxPool2d,
                                    MaxUnpool2d,
-                                   Upsample,
-                                   UpsamplingBilinear2d,
-                                   UpsamplingNearest2d,
 )
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
+from staticgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
                                   "GELU",

@@ -83,9 +83,9 @@ from staticgrad.nn.pooling import (  # noqa: E402
     adaptive_avg_pool2d,
     avg_pool1d,
     avg_pool2d,
-    interpolate,
     max_pool1d,
     max_pool2d,
     max_unpool2d,
 )
 from staticgrad.nn.sparse import embedding  # noqa: E402
+from staticgrad.nn.upsampling import interpolate  # noqa: E402

@@ -70,6 +70,8 @@ CASES = [
      [R(2, 3, 4, 5)]),
     ("bilinear_size_down", call("interpolate", size=(3, 9), mode="bilinear"), [R(2, 3, 6, 5)]),
     ("bilinear_single_row", call("interpolate", size=(1, 9), mode="bilinear", align_corners=True), [R(2, 3, 6, 5)]),
+    ("linear", call("interpolate", scale_factor=2.3, mode="linear"), [R(2, 3, 5)]),
+    ("trilinear", call("interpolate", size=(3, 5, 2), mode="trilinear", align_corners=True), [R(1, 2, 2, 3, 4)]),
     ("area2d", call("interpolate", size=(2, 3), mode="area"), [R(2, 3, 5, 7)]),
     ("area1d", call("interpolate", scale_factor=0.5, mode="area"), [R(2, 3, 7)]),
     ("bilinear_recompute", call("interpolate", scale_factor=0.6, mode="bilinear", recompute_scale_factor=True),
@@ -104,6 +106,7 @@ TINY = [
     ("adaptive2d", call("adaptive_avg_pool2d", (2, 3)), [R(1, 1, 3, 4)]),
     ("bilinear", call("interpolate", size=(3, 4), mode="bilinear"), [R(1, 1, 2, 3)]),
     ("nearest", call("interpolate", scale_factor=(1.5, 0.7)), [R(1, 1, 2, 4)]),
+    ("trilinear", call("interpolate", scale_factor=1.5, mode="trilinear"), [R(1, 1, 2, 2, 3)]),
     ("max1d", call("max_pool1d", 2, 1, 1, dilation=2, ceil_mode=True), [distinct(1, 2, 5)]),
 ]
 
@@ -244,6 +247,8 @@ ERROR_CASES = [
     ("interpolate_neither", F("interpolate", X2)),
     ("interpolate_unknown_mode", F("interpolate", X2, size=4, mode="foo")),
     ("interpolate_bilinear_3d", F("interpolate", X1, size=4, mode="bilinear")),
+    ("interpolate_linear_4d", F("interpolate", X2, size=4, mode="linear")),
+    ("interpolate_trilinear_4d", F("interpolate", X2, size=4, mode="trilinear")),
     ("interpolate_nearest_align_corners", F("interpolate", X2, size=4, align_corners=True)),
     ("interpolate_size_length", F("interpolate", X2, size=(4, 4, 4))),
     ("interpolate_scale_length", F("interpolate", X2, scale_factor=(2, 2, 2))),
@@ -259,9 +264,9 @@ def test_errors_match_torch(name, fn):
 
 @pytest.mark.parametrize("call_", [
     lambda: sg.nn.functional.interpolate(sg.randn(1, 1, 4, 4), scale_factor=2, mode="bicubic"),
-    lambda: sg.nn.functional.interpolate(sg.randn(1, 1, 4), scale_factor=2, mode="linear"),
+    lambda: sg.nn.functional.interpolate(sg.randn(1, 1, 4), scale_factor=2, mode="nearest-exact"),
     lambda: sg.nn.functional.interpolate(sg.randn(1, 1, 4, 4), scale_factor=2, mode="bilinear", antialias=True),
-], ids=["bicubic", "linear", "antialias"])
+], ids=["bicubic", "nearest_exact", "antialias"])
 def test_unbuilt_interpolation_modes_are_refused_with_a_way_out(call_):
     with pytest.raises(NotImplementedError, match=r"staticgrad's interpolate does not support .*; use"):
         call_()

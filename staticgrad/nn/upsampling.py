@@ -1,8 +1,8 @@
 """interpolate and the Upsample modules, with PyTorch's argument handling and messages in front of
 the ``upsample`` op (staticgrad.ops.pooling).
 
-Modes "nearest" (1-3 D), "bilinear" (2-D) and "area" (1-2 D: adaptive average pooling, as PyTorch
-computes it); other modes raise a NotImplementedError.
+Modes "nearest" (1-3 D), "linear" (1-D), "bilinear" (2-D), "trilinear" (3-D) and "area" (1-2 D:
+adaptive average pooling, as PyTorch computes it); other modes raise a NotImplementedError.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | n
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resample the spatial axes of (N, C, *spatial) input, as torch's interpolate (modes "nearest"
-    "bilinear" and "area")."""
+    "linear", "bilinear", "trilinear" and "area")."""
     dims = input._data.ndim - 2
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -63,12 +63,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError("staticgrad's interpolate does not support antialias=True; use antialias=False")
     if mode == "area" and dims in (1, 2):
         return (adaptive_avg_pool1d if dims == 1 else adaptive_avg_pool2d)(input, output_size)
-    if mode == "bilinear" and dims != 2:
-        raise NotImplementedError(f"Got {dims + 2}D input, but bilinear mode needs 4D input")
-    if mode not in ("nearest", "bilinear"):
+    linear_dims = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode in linear_dims and dims != linear_dims[mode]:
+        raise NotImplementedError(f"Got {dims + 2}D input, but {mode} mode needs {linear_dims[mode] + 2}D input")
+    if mode != "nearest" and mode not in linear_dims:
         if mode in _MODES.split(" | "):
-            raise NotImplementedError(f"staticgrad's interpolate does not support mode={mode!r}; use 'nearest' or "
-                                      f"'bilinear'")
+            raise NotImplementedError(f"staticgrad's interpolate does not support mode={mode!r}; use 'nearest', "
+                                      f"'linear', 'bilinear', 'trilinear' or 'area'")
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {dims + 2}D) for "
                                   f"the modes: {_MODES} (got {mode})")
     if min(output_size) <= 0 or min(spatial) <= 0:

@@ -1,4 +1,4 @@
-"""Average pooling, adaptive average pooling, max unpooling and nearest / bilinear upsampling over
+"""Average pooling, adaptive average pooling, max unpooling and nearest / (bi, tri)linear upsampling over
 the last two (upsampling: last one to three) axes, with their gradients as ops of their own.
 
 Each forward is a sum over a few shifted strided views (one per kernel offset or interpolation
@@ -193,7 +193,7 @@ register(OpDef("adaptive_avg_pool2d_backward", _adaptive_avg_pool2d_backward, "o
                (Save("grad_output_sym_sizes", "shape:0", freed=False),), "same"))
 
 
-# ---- upsample: nearest (1-3 D) and bilinear (2-D) ------------------------------------------------
+# ---- upsample: nearest (1-3 D), linear (1-D), bilinear (2-D), trilinear (3-D) -------------------
 
 def _scale(size, out, scale, dtype):
     """PyTorch's source-per-destination step: 1/scale when a scale was given, else size/out, in the
@@ -239,7 +239,7 @@ def _taps(mode, size, out, scale, align_corners, dtype):
 
 
 def _upsample(x, out=None, mode="nearest", output_size=(1,), scales=(None,), align_corners=False):
-    """Resample the last len(output_size) axes; the last axis first, as PyTorch's bilinear weighs it."""
+    """Resample the last len(output_size) axes; the last axis first, as PyTorch's linear modes weigh them."""
     dims = len(output_size)
     result = x
     for axis in reversed(range(dims)):
@@ -251,7 +251,7 @@ def _upsample(x, out=None, mode="nearest", output_size=(1,), scales=(None,), ali
 
 def _upsample_name(suffix):
     def name(at):
-        mode = "Nearest" if at["mode"] == "nearest" else "Bilinear"
+        mode = at["mode"].capitalize()  # Nearest, Linear, Bilinear, Trilinear
         return f"Upsample{mode}{len(at['output_size'])}D{suffix}"
 
     return name

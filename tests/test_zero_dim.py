@@ -216,6 +216,14 @@ def _nn_cases():
     yield Case("F.embedding", lambda lib, w: lib.nn.functional.embedding(lib.tensor(1), w), [np.ones((3, 2))])
     yield Case("F.conv2d", lambda lib, a, w: lib.nn.functional.conv2d(a, w), [X, np.ones((1, 1, 1, 1))])
     yield Case("F.max_pool2d", lambda lib, a: lib.nn.functional.max_pool2d(a, 1), [X])
+    for name, weight in [("conv1d", (1, 1, 1)), ("conv3d", (1, 1, 1, 1, 1)), ("conv_transpose1d", (1, 1, 1)),
+                         ("conv_transpose2d", (1, 1, 1, 1)), ("conv_transpose3d", (1, 1, 1, 1, 1))]:
+        yield Case(f"F.{name}", lambda lib, a, w, n=name: getattr(lib.nn.functional, n)(a, w), [X, np.ones(weight)])
+    for name, size in [("max_pool1d", 1), ("avg_pool1d", 1), ("avg_pool2d", 1), ("adaptive_avg_pool1d", 1),
+                       ("adaptive_avg_pool2d", 2)]:
+        yield Case(f"F.{name}", lambda lib, a, n=name, k=size: getattr(lib.nn.functional, n)(a, k), [X])
+    yield Case("F.interpolate", lambda lib, a: lib.nn.functional.interpolate(a, size=2), [X])
+    yield Case("F.max_unpool2d", lambda lib, a: lib.nn.functional.max_unpool2d(a, lib.tensor(0), 1), [X])
 
 
 def _movement_cases():

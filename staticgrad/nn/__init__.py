@@ -21,7 +21,7 @@ from staticgrad.nn.activations import (
 from staticgrad.nn.attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from staticgrad.nn.channel_dropout import Dropout2d
-from staticgrad.nn.conv import Conv2d, MaxPool2d
+from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from staticgrad.nn.dropout import Dropout
 from staticgrad.nn.layers import (
     Flatten,
@@ -50,9 +50,19 @@ from staticgrad.nn.loss_more import (
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
 from staticgrad.nn.parameter import Parameter
+from staticgrad.nn.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxUnpool2d,
+)
 from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
+from staticgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
     "CELU",
@@ -63,12 +73,21 @@ __all__ = [
     "LSTM",
     "RNN",
     "SELU",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
     "BCELoss",
     "BCEWithLogitsLoss",
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "Conv1d",
     "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
     "CosineSimilarity",
     "CrossEntropyLoss",
     "Dropout",
@@ -90,7 +109,9 @@ __all__ = [
     "LogSigmoid",
     "LogSoftmax",
     "MSELoss",
+    "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool2d",
     "Mish",
     "Module",
     "ModuleDict",
@@ -111,6 +132,9 @@ __all__ = [
     "Tanh",
     "TransformerEncoder",
     "TransformerEncoderLayer",
+    "Upsample",
+    "UpsamplingBilinear2d",
+    "UpsamplingNearest2d",
     "functional",
     "init",
     "parallel",

@@ -1,17 +1,16 @@
-"""conv2d and max_pool2d, and their modules Conv2d and MaxPool2d: PyTorch's argument handling
-and shape checks (with PyTorch's messages) in front of the ops in ``staticgrad.ops.conv``.
+"""The plain conv2d (no dilation, no groups): PyTorch's argument handling and shape checks (with
+PyTorch's messages) in front of the ``conv2d`` op (staticgrad.ops.conv). Pooling lives in
+staticgrad.nn.pooling.
 
 Supported: stride, zero padding (ints, pairs, "valid", "same" for odd kernels); unbatched
-(C, H, W) inputs. Not supported, and refused with a NotImplementedError: dilation, groups,
-ceil_mode and padding modes other than zeros.
+(C, H, W) inputs. staticgrad.nn.conv_more's conv2d (the public one) and Conv2d send dilated,
+grouped and even-kernel "same" convolutions to the general ``convolution`` op instead.
 """
 
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
-from staticgrad.nn import init
-from staticgrad.nn.module import Module
 from staticgrad.ops import OPS
 from staticgrad.ops.dtypes import from_numpy_dtype
 
@@ -25,13 +24,6 @@ def _pair(value) -> tuple[int, int] | None:
     if isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
         return (value[0], value[0]) if len(value) == 1 else tuple(value)
     return None
-
-
-def _module_pair(value, name: str) -> tuple[int, int]:
-    pair = _pair(value)
-    if pair is None:
-        raise TypeError(f"{name} must be an int or a tuple of two ints, but got {value!r}")
-    return pair
 
 
 def _unsupported(where: str, what: str, value, fix: str) -> NotImplementedError:
@@ -83,11 +75,11 @@ def _check_conv_shapes(x, weight, bias, padding):
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation over (N, C, H, W) or unbatched (C, H, W) input, as torch's conv2d."""
     if _pair(dilation) != (1, 1):
-        raise _unsupported("conv2d", "dilation", dilation, "use dilation=1 (a dilated kernel can be written as "
-                                                           "a larger kernel with zeros)")
+        raise _unsupported("conv2d", "dilation", dilation, "call staticgrad.nn.functional.conv2d, which sends "
+                                                           "dilated convolutions to the convolution op")
     if groups != 1:
-        raise _unsupported("conv2d", "groups", groups, "use groups=1, or split the channels and concatenate "
-                                                       "separate convolutions")
+        raise _unsupported("conv2d", "groups", groups, "call staticgrad.nn.functional.conv2d, which sends "
+                                                       "grouped convolutions to the convolution op")
     ndim = input._data.ndim
     if ndim not in (3, 4):
         raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: "
@@ -110,124 +102,3 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     inputs = (batched, weight) if bias is None else (batched, weight, bias)
     out = dispatch(OPS["conv2d"], inputs, {"stride": stride, "padding": padding})
     return out if ndim == 4 else fn.squeeze(out, 0)
-
-
-class Conv2d(Module):
-    """A 2-D convolution layer, initialised as PyTorch does (Kaiming-uniform weight, uniform bias)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None):
-        super().__init__()
-        if groups != 1:
-            raise _unsupported("Conv2d", "groups", groups, "use groups=1")
-        if _pair(dilation) != (1, 1):
-            raise _unsupported("Conv2d", "dilation", dilation, "use dilation=1")
-        if padding_mode != "zeros":
-            raise _unsupported("Conv2d", "padding_mode", repr(padding_mode), "use padding_mode='zeros' (the default)")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _module_pair(kernel_size, "kernel_size")
-        self.stride = _module_pair(stride, "stride")
-        if isinstance(padding, str):
-            if padding not in ("valid", "same"):
-                raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
-            if padding == "same" and self.stride != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            if padding == "same":
-                _same_padding(self.kernel_size, self.stride)  # refuse an even kernel now, not at the first call
-            self.padding = padding
-        else:
-            self.padding = _module_pair(padding, "padding")
-        self.dilation, self.groups, self.padding_mode = (1, 1), 1, "zeros"
-        self.transposed, self.output_padding = False, (0, 0)
-        init.make_weight_and_bias(self, (out_channels, in_channels, *self.kernel_size), bias, dtype)
-
-    def reset_parameters(self) -> None:
-        init.reset_weight_and_bias(self.weight, self.bias)
-
-    def forward(self, input):
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding)
-
-    def extra_repr(self) -> str:
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
-
-
-# ---- max_pool2d ---------------------------------------------------------------------------------
-
-def _pool_pair(value, name: str, what: str) -> tuple[int, int]:
-    pair = _pair(value)
-    if pair is None:
-        raise RuntimeError(f"max_pool2d: {name} must {what}")
-    return pair
-
-
-def _check_pool(shape, kernel_size, stride, padding):
-    if len(shape) not in (3, 4):
-        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-    if 0 in shape[-3:]:
-        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
-                           f"but got:{list(shape)}")
-    if 0 in stride:
-        raise RuntimeError("stride should not be zero")
-    if min(kernel_size) <= 0:
-        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kernel_size[0]} "
-                           f"kW: {kernel_size[1]}")
-    if min(stride) <= 0:
-        raise RuntimeError(f"stride should be greater than zero, but got dH: {stride[0]} dW: {stride[1]}")
-    for pad, kernel in zip(padding, kernel_size):
-        if pad < 0:
-            raise RuntimeError(f"pad must be non-negative, but got pad: {pad}")
-        if pad > kernel // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pad}, "
-                               f"kernel_size={kernel} and dilation=1")
-    out_size = [(n + 2 * p - k) // s + 1 for n, p, k, s in zip(shape[-2:], padding, kernel_size, stride)]
-    if min(out_size) < 1:
-        channels, h, w = shape[-3:]
-        raise RuntimeError(f"Given input size: ({channels}x{h}x{w}). Calculated output size: "
-                           f"({channels}x{out_size[0]}x{out_size[1]}). Output size is too small")
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """2-D max pooling over (N, C, H, W) or (C, H, W) input, as torch's max_pool2d."""
-    if _pair(dilation) != (1, 1):
-        raise _unsupported("max_pool2d", "dilation", dilation, "use dilation=1")
-    if ceil_mode:
-        raise _unsupported("max_pool2d", "ceil_mode=True", ceil_mode, "use ceil_mode=False, padding the input if "
-                                                                      "the last partial window matters")
-    kernel_size = _pool_pair(kernel_size, "kernel_size", "either be a single int, or a tuple of two ints")
-    if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
-        stride = kernel_size
-    stride = _pool_pair(stride, "stride", "either be omitted, a single int, or a tuple of two ints")
-    padding = _pool_pair(padding, "padding", "either be a single int, or a tuple of two ints")
-    _check_pool(input._data.shape, kernel_size, stride, padding)
-    values, indices = dispatch(OPS["max_pool2d"], (input,),
-                               {"kernel_size": kernel_size, "stride": stride, "padding": padding})
-    return (values, indices) if return_indices else values
-
-
-class MaxPool2d(Module):
-    """2-D max pooling; ``stride`` defaults to ``kernel_size``, as in PyTorch."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-                 ceil_mode: bool = False):
-        super().__init__()
-        if _pair(dilation) != (1, 1):
-            raise _unsupported("MaxPool2d", "dilation", dilation, "use dilation=1")
-        if ceil_mode:
-            raise _unsupported("MaxPool2d", "ceil_mode=True", ceil_mode, "use ceil_mode=False")
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, input):
-        return max_pool2d(input, self.kernel_size, self.stride, self.padding,
-                          return_indices=self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")

@@ -94,7 +94,7 @@ from staticgrad.nn.activations import (  # noqa: E402
 )
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
 from staticgrad.nn.channel_dropout import dropout2d  # noqa: E402
-from staticgrad.nn.conv import conv2d, max_pool2d  # noqa: E402
+from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
 from staticgrad.nn.loss_more import (  # noqa: E402
@@ -107,5 +107,15 @@ from staticgrad.nn.loss_more import (  # noqa: E402
     smooth_l1_loss,
 )
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
+from staticgrad.nn.pooling import (  # noqa: E402
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+    max_unpool2d,
+)
 from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402
+from staticgrad.nn.upsampling import interpolate  # noqa: E402

@@ -142,17 +142,31 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0)):
+def pool_output_size(size, kernel, stride, padding, dilation=1, ceil_mode=False):
+    """PyTorch's pooling output length: with ceil_mode a last partial window counts, unless it
+    would start in the right padding."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    return out
+
+
+def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1), ceil_mode=False):
     """A Numba loop over the windows of each (H, W) plane, with PyTorch's scan and indices (see
     loops.max_pool2d). float16 pools its exact float32 values, bool its bytes."""
     *lead, height, width = x.shape
-    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
-    out_h, out_w = (height + 2 * ph - kh) // sh + 1, (width + 2 * pw - kw) // sw + 1
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    out_h = pool_output_size(height, kh, sh, ph, dh, ceil_mode)
+    out_w = pool_output_size(width, kw, sw, pw, dw, ceil_mode)
     work = np.dtype(np.float32) if x.dtype == np.float16 else np.dtype(np.uint8) if x.dtype == np.bool_ else x.dtype
     planes = np.ascontiguousarray(x, dtype=work).reshape(-1, height, width)
     values = np.empty((planes.shape[0], out_h, out_w), work)
     indices = np.empty((planes.shape[0], out_h, out_w), np.int64)
-    if (kh, kw, ph, pw) == (2, 2, 0, 0):
+    if (dh, dw) != (1, 1):
+        jit_loops().max_pool2d_dilated(planes, kh, kw, sh, sw, ph, pw, dh, dw, work.type(_lowest(work)), values,
+                                       indices)
+    elif (kh, kw, ph, pw) == (2, 2, 0, 0) and not ceil_mode:
         jit_loops().max_pool2d_2x2(planes, sh, sw, values, indices)
     else:
         jit_loops().max_pool2d(planes, kh, kw, sh, sw, ph, pw, work.type(_lowest(work)), values, indices)
@@ -167,7 +181,8 @@ def _max_pool2d_backward_formula(F, g, s, at, need):
 register(OpDef("max_pool2d", _max_pool2d, "other", "MaxPool2DWithIndicesBackward0", _max_pool2d_backward_formula,
                (Save("result1", "result:1"), Save("self_sym_sizes", "shape:0", freed=False),
                 Save("kernel_size", "attr:kernel_size", freed=False), Save("stride", "attr:stride", freed=False),
-                Save("padding", "attr:padding", freed=False)),
+                Save("padding", "attr:padding", freed=False), Save("dilation", "attr:dilation", freed=False),
+                Save("ceil_mode", "attr:ceil_mode", freed=False)),
                "same"))
 
 

@@ -232,6 +232,35 @@ def max_pool2d_2x2(x, sh, sw, values, indices):
 
 
 @_jit
+def max_pool2d_dilated(x, kh, kw, sh, sw, ph, pw, dh, dw, lowest, values, indices):
+    """Dilated windows (every dh-th row, dw-th column), clipped to the plane as PyTorch clips them:
+    the first cell read is the first one of the dilated grid inside the plane."""
+    planes, height, width = x.shape
+    out_h, out_w = values.shape[1], values.shape[2]
+    for p in range(planes):
+        for i in range(out_h):
+            h0 = i * sh - ph
+            h1 = min(h0 + (kh - 1) * dh + 1, height)
+            while h0 < 0:
+                h0 += dh
+            for j in range(out_w):
+                w0 = j * sw - pw
+                w1 = min(w0 + (kw - 1) * dw + 1, width)
+                while w0 < 0:
+                    w0 += dw
+                best = lowest
+                where = h0 * width + w0
+                for h in range(h0, h1, dh):
+                    for w in range(w0, w1, dw):
+                        v = x[p, h, w]
+                        take = (v > best) | (v != v)
+                        best = v if take else best
+                        where = h * width + w if take else where
+                values[p, i, j] = best
+                indices[p, i, j] = where
+
+
+@_jit
 def max_pool2d_backward(g, indices, out):
     """out (planes, H*W) = 0, then each g added at its index, in output order (PyTorch's order and
     float precision). Returns how many indices fell outside their plane (those are skipped)."""

@@ -185,3 +185,11 @@ from staticgrad._eager.math_functions import METHODS as _MATH_METHODS  # noqa: E
 METHODS.update(_MATH_METHODS)
 for _name, _fn in _MATH_METHODS.items():
     setattr(Tensor, _name, _fn)
+
+
+# Tensor.new_* factories (staticgrad._eager.new_factories).
+from staticgrad._eager.new_factories import METHODS as _NEW_METHODS  # noqa: E402
+
+METHODS.update(_NEW_METHODS)
+for _name, _fn in _NEW_METHODS.items():
+    setattr(Tensor, _name, _fn)

@@ -193,3 +193,10 @@ from staticgrad._eager.new_factories import METHODS as _NEW_METHODS  # noqa: E40
 METHODS.update(_NEW_METHODS)
 for _name, _fn in _NEW_METHODS.items():
     setattr(Tensor, _name, _fn)
+
+# Tensor.uniform_ / normal_ (staticgrad._eager.random_inplace).
+from staticgrad._eager.random_inplace import METHODS as _RANDOM_METHODS  # noqa: E402
+
+METHODS.update(_RANDOM_METHODS)
+for _name, _fn in _RANDOM_METHODS.items():
+    setattr(Tensor, _name, _fn)

@@ -59,9 +59,9 @@ def train(args, model, device, train_loader, optimizer, epoch):
         total += loss.item() * len(data)
         seen += len(data)
         if batch_idx % args.log_interval == 0:
-            print("Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}".format(
-                epoch, batch_idx * len(data), len(train_loader.dataset),
-                100.0 * batch_idx / len(train_loader), loss.item()))
+            done, total_count = batch_idx * len(data), len(train_loader.dataset)
+            percent = 100.0 * batch_idx / len(train_loader)
+            print(f"Train Epoch: {epoch} [{done}/{total_count} ({percent:.0f}%)]\tLoss: {loss.item():.6f}")
         if args.dry_run:
             break
     print(f"epoch {epoch} train_loss {total / seen:.6f}")
@@ -79,8 +79,8 @@ def test(model, device, test_loader):
             pred = output.argmax(dim=1, keepdim=True)
             correct += pred.eq(target.view_as(pred)).sum().item()
     test_loss /= len(test_loader.dataset)
-    print("\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(
-        test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)))
+    count = len(test_loader.dataset)
+    print(f"\nTest set: Average loss: {test_loss:.4f}, Accuracy: {correct}/{count} ({100.0 * correct / count:.0f}%)\n")
     return correct / len(test_loader.dataset)
 
 

@@ -27,7 +27,7 @@ class RowLSTM(nn.Module):
 
     def forward(self, images):
         rows = images.reshape(-1, 28, 28)
-        output, (h_n, c_n) = self.rnn(rows)
+        output, _ = self.rnn(rows)
         last = output[:, -1, :]
         x = self.batchnorm(last)
         x = self.dropout1(x)

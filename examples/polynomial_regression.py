@@ -24,8 +24,8 @@ def poly_desc(W, b):
     """The polynomial as text, e.g. 'y = +1.20 x^1 -0.43 x^2 ... +0.70'."""
     result = "y = "
     for i, w in enumerate(W):
-        result += "{:+.2f} x^{} ".format(w, i + 1)
-    result += "{:+.2f}".format(b[0])
+        result += f"{w:+.2f} x^{i + 1} "
+    result += f"{b[0]:+.2f}"
     return result
 
 
@@ -66,7 +66,7 @@ def main():
             break
 
     print(f"batch {batch_idx} train_loss {loss:.6f}")
-    print("Loss: {:.6f} after {} batches".format(loss, batch_idx))
+    print(f"Loss: {loss:.6f} after {batch_idx} batches")
     print("==> Learned function:\t" + poly_desc(fc.weight.view(-1), fc.bias))
     print("==> Actual function:\t" + poly_desc(W_target.view(-1), b_target))
 

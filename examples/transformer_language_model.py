@@ -39,7 +39,7 @@ class PositionalEncoding(nn.Module):
 def causal_mask(size):
     """A float (size, size) mask: 0 where a position may attend (itself and earlier), -inf elsewhere."""
     mask = (torch.triu(torch.ones(size, size)) == 1).transpose(0, 1)
-    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))
+    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
 
 
 class TransformerModel(nn.Module):

@@ -69,9 +69,9 @@ def train(args, model, device, loader, optimizer, epoch):
         train_loss += loss.item()
         optimizer.step()
         if batch_idx % args.log_interval == 0:
-            print("Train Epoch: {} [{}/{}]\tLoss: {:.6f}".format(
-                epoch, batch_idx * len(data), len(loader.dataset), loss.item() / len(data)))
-    print("====> Epoch: {} Average loss: {:.4f}".format(epoch, train_loss / len(loader.dataset)))
+            done, total_count = batch_idx * len(data), len(loader.dataset)
+            print(f"Train Epoch: {epoch} [{done}/{total_count}]\tLoss: {loss.item() / len(data):.6f}")
+    print(f"====> Epoch: {epoch} Average loss: {train_loss / len(loader.dataset):.4f}")
     print(f"epoch {epoch} train_loss {train_loss / len(loader.dataset):.6f}")
 
 
@@ -87,7 +87,7 @@ def test(args, model, device, loader, epoch):
                 n = min(data.size(0), 8)
                 comparison = torch.cat([data[:n], recon_batch.view(-1, 1, 28, 28)[:n]])
                 print(f"comparison grid for epoch {epoch}: {tuple(comparison.shape)}")
-    print("====> Test set loss: {:.4f}".format(test_loss / len(loader.dataset)))
+    print(f"====> Test set loss: {test_loss / len(loader.dataset):.4f}")
 
 
 def main():

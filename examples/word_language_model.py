@@ -161,11 +161,10 @@ def train(model, criterion, train_data, args, lr, epoch):
         batches += 1
         if batch % args.log_interval == 0 and batch > 0:
             cur_loss = total_loss / args.log_interval
-            elapsed = time.time() - start_time
-            print("| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | ms/batch {:5.2f} | "
-                  "loss {:5.2f} | ppl {:8.2f}".format(epoch, batch, len(train_data) // args.bptt, lr,
-                                                      elapsed * 1000 / args.log_interval, cur_loss,
-                                                      math.exp(cur_loss)))
+            ms_per_batch = (time.time() - start_time) * 1000 / args.log_interval
+            num_batches = len(train_data) // args.bptt
+            print(f"| epoch {epoch:3d} | {batch:5d}/{num_batches:5d} batches | lr {lr:02.2f} | "
+                  f"ms/batch {ms_per_batch:5.2f} | loss {cur_loss:5.2f} | ppl {math.exp(cur_loss):8.2f}")
             total_loss = 0.0
             start_time = time.time()
         if args.dry_run:
@@ -215,8 +214,9 @@ def main():
         train(model, criterion, train_data, args, lr, epoch)
         val_loss = evaluate(model, criterion, val_data, args, eval_batch_size)
         print("-" * 89)
-        print("| end of epoch {:3d} | time: {:5.2f}s | valid loss {:5.2f} | valid ppl {:8.2f}".format(
-            epoch, time.time() - epoch_start_time, val_loss, math.exp(val_loss)))
+        elapsed = time.time() - epoch_start_time
+        print(f"| end of epoch {epoch:3d} | time: {elapsed:5.2f}s | valid loss {val_loss:5.2f} | "
+              f"valid ppl {math.exp(val_loss):8.2f}")
         print("-" * 89)
         if not best_val_loss or val_loss < best_val_loss:
             torch.save(model.state_dict(), args.save)
@@ -227,7 +227,7 @@ def main():
     model.load_state_dict(torch.load(args.save))
     test_loss = evaluate(model, criterion, test_data, args, eval_batch_size)
     print("=" * 89)
-    print("| End of training | test loss {:5.2f} | test ppl {:8.2f}".format(test_loss, math.exp(test_loss)))
+    print(f"| End of training | test loss {test_loss:5.2f} | test ppl {math.exp(test_loss):8.2f}")
     print("=" * 89)
 
 

@@ -49,3 +49,4 @@ __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", 
 
 # Op families added later, each in its own module.
 from staticgrad.ops import activations, math_ops, vector_norm  # noqa: F401  (fill OPS)
+from staticgrad.ops import random_fill as _random_fill  # noqa: F401  (fill OPS: Tensor.uniform_, normal_)

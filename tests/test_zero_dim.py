@@ -336,6 +336,20 @@ def _reductions_more_cases():
 
 CASES += [*_reductions_more_cases()]
 
+
+def _script_api_cases():
+    """Tensor.new_* and the random refills (with a zero-width range, so the draw is exact)."""
+    yield Case("Tensor.new_zeros", lambda lib, a: a.new_zeros(()) + a, [X])
+    yield Case("Tensor.new_ones", lambda lib, a: a.new_ones(()) * a, [X])
+    yield Case("Tensor.new_full", lambda lib, a: a.new_full((), 2.0) * a, [X])
+    yield Case("Tensor.new_empty", lambda lib, a: a.new_empty(()).fill_(1.5) * a, [X])
+    yield Case("Tensor.new_tensor", lambda lib, a: a.new_tensor(0.5) * a, [X])
+    yield Case("Tensor.uniform_", lambda lib, a: (a * 2).uniform_(0.5, 0.5) + a, [X])
+    yield Case("Tensor.normal_", lambda lib, a: (a * 2).normal_(0.25, 0.0) + a, [X])
+
+
+CASES += _script_api_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
@@ -520,3 +534,4 @@ def test_multi_output_op_with_zero_dim_results_replays_zero_dim():
     plan = top.plans[-1]
     results = Interpreter(plan.program).run(*plan.bind([x]))
     assert [r.shape for r in results] == [(), ()]
+

@@ -1,4 +1,4 @@
-"""LSTMCell and LSTM (unidirectional, no dropout, no projections) as PyTorch defines them.
+"""LSTMCell and LSTM (unidirectional, no projections; dropout between layers) as PyTorch defines them.
 
 Each time step is an ordinary chain of staticgrad ops (linear, chunk, sigmoid, tanh, mul, add),
 unrolled in Python, so autograd and the tracer see nothing special: a compiled training step
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import empty, zeros
@@ -98,13 +99,16 @@ class LSTM(Module):
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than zero")
-        if dropout != 0 or bidirectional or proj_size != 0:
-            raise NotImplementedError("staticgrad's LSTM supports dropout=0, bidirectional=False and proj_size=0 "
-                                      f"only (got dropout={dropout}, bidirectional={bidirectional}, "
-                                      f"proj_size={proj_size})")
+        if bidirectional or proj_size != 0:
+            raise NotImplementedError("staticgrad's LSTM supports bidirectional=False and proj_size=0 "
+                                      f"only (got bidirectional={bidirectional}, proj_size={proj_size})")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and "
+                          f"num_layers={num_layers}", UserWarning, stacklevel=2)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = 0.0, False, 0
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), False, 0
         self._all_weights = []
         for layer in range(num_layers):
             layer_input = input_size if layer == 0 else hidden_size
@@ -171,9 +175,12 @@ class LSTM(Module):
 
     def _layers(self, input, hx):
         """Run every layer over the (L, N, H_in) sequence; each layer projects its whole input
-        sequence at once (as PyTorch does), then steps through time."""
+        sequence at once (as PyTorch does), then steps through time; dropout (training only)
+        on every layer's output but the last."""
         h_n, c_n = [], []
-        for weights, h, c in zip(self.all_weights, hx[0].unbind(0), hx[1].unbind(0)):
+        for layer, (weights, h, c) in enumerate(zip(self.all_weights, hx[0].unbind(0), hx[1].unbind(0))):
+            if layer > 0 and self.dropout and self.training:
+                input = F.dropout(input, self.dropout, True)
             w_ih, w_hh, b_ih, b_hh = weights if self.bias else weights + [None, None]
             steps = []
             for projected in F.linear(input, w_ih, b_ih).unbind(0):
@@ -192,4 +199,6 @@ class LSTM(Module):
             s += ", bias=False"
         if self.batch_first:
             s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
         return s

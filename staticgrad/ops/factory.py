@@ -92,8 +92,8 @@ register(OpDef("rand", lambda out=None, shape=(), dtype=None, source=None:
                _into(generator(source).random(shape, dtype=dtype), out), "random", dtype_rule="attr"))
 
 
-def _uniform(out=None, shape=(), low=0.0, high=1.0, dtype=None):
-    draw = generator().random(shape, dtype=np.float64)
+def _uniform(out=None, shape=(), low=0.0, high=1.0, dtype=None, source=None):
+    draw = generator(source).random(shape, dtype=np.float64)
     result = (low + (high - low) * draw).astype(dtype, copy=False)
     return _into(result, out)
 
@@ -101,8 +101,8 @@ def _uniform(out=None, shape=(), low=0.0, high=1.0, dtype=None):
 register(OpDef("uniform", _uniform, "random", dtype_rule="attr"))
 
 
-def _normal(out=None, shape=(), mean=0.0, std=1.0, dtype=None):
-    result = (mean + std * generator().standard_normal(shape)).astype(dtype, copy=False)
+def _normal(out=None, shape=(), mean=0.0, std=1.0, dtype=None, source=None):
+    result = (mean + std * generator(source).standard_normal(shape)).astype(dtype, copy=False)
     return _into(result, out)
 
 

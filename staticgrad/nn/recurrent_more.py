@@ -7,14 +7,12 @@ Each step is an ordinary chain of staticgrad ops in PyTorch's order (a GRU step 
 
 from __future__ import annotations
 
-import numbers
-
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import empty, zeros
 from staticgrad.nn import functional as F
 from staticgrad.nn.module import Module
 from staticgrad.nn.parameter import Parameter
-from staticgrad.nn.rnn import _uniform_init
+from staticgrad.nn.rnn import RecurrentLayers, _uniform_init
 
 
 def gru_cell(input, h, w_ih, w_hh, b_ih=None, b_hh=None):
@@ -119,7 +117,7 @@ class RNNCell(_Cell):
 
 # ---- stacked sequence layers ----------------------------------------------------------------------
 
-class _StackedRNN(Module):
+class _StackedRNN(RecurrentLayers):
     gates = 1
     kind = ""
 
@@ -127,15 +125,7 @@ class _StackedRNN(Module):
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  device=None, dtype=None):
         super().__init__()
-        if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
-                             "element being zeroed")
-        if input_size <= 0:
-            raise ValueError("input_size must be greater than zero")
-        if hidden_size <= 0:
-            raise ValueError("hidden_size must be greater than zero")
-        if num_layers <= 0:
-            raise ValueError("num_layers must be greater than zero")
+        self._check_sizes(input_size, hidden_size, num_layers, dropout)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional = bidirectional
@@ -146,25 +136,8 @@ class _StackedRNN(Module):
             layer_input = input_size if layer == 0 else hidden_size * directions
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                shapes = {f"weight_ih{suffix}": (self.gates * hidden_size, layer_input),
-                          f"weight_hh{suffix}": (self.gates * hidden_size, hidden_size)}
-                if bias:
-                    shapes.update({f"bias_ih{suffix}": (self.gates * hidden_size,),
-                                   f"bias_hh{suffix}": (self.gates * hidden_size,)})
-                for name, shape in shapes.items():
-                    setattr(self, name, Parameter(empty(*shape, dtype=dtype)))
-                self._all_weights.append(list(shapes))
+                self._add_layer_weights(suffix, self.gates * hidden_size, layer_input, hidden_size, bias, dtype)
         self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        _uniform_init(self)
-
-    def flatten_parameters(self) -> None:
-        """A no-op: PyTorch packs the weights for cuDNN here; staticgrad keeps them as they are."""
-
-    @property
-    def all_weights(self) -> list:
-        return [[getattr(self, name) for name in names] for names in self._all_weights]
 
     def forward(self, input, hx=None):
         if input.dim() not in (2, 3):

@@ -82,14 +82,12 @@ class LSTMCell(Module):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
 
-class LSTM(Module):
-    """A stack of LSTM layers over a sequence: ``forward(input, (h_0, c_0))`` ->
-    ``(output, (h_n, c_n))``, input (L, N, H_in), (N, L, H_in) if batch_first, or unbatched (L, H_in)."""
+class RecurrentLayers(Module):
+    """What the stacked recurrent modules (LSTM, GRU, RNN) share: PyTorch's argument checks, per-layer
+    weights named as PyTorch's (weight_ih_l0, bias_hh_l1_reverse...), uniform initialisation."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, device=None, dtype=None):
-        super().__init__()
+    @staticmethod
+    def _check_sizes(input_size: int, hidden_size: int, num_layers: int, dropout) -> None:
         if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
@@ -99,6 +97,38 @@ class LSTM(Module):
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than zero")
+
+    def _add_layer_weights(self, suffix: str, rows: int, layer_input: int, hidden_size: int, bias: bool,
+                           dtype) -> None:
+        """One layer's (one direction's) parameters, uninitialised; ``rows`` = gates x hidden_size."""
+        shapes = {f"weight_ih{suffix}": (rows, layer_input), f"weight_hh{suffix}": (rows, hidden_size)}
+        if bias:
+            shapes.update({f"bias_ih{suffix}": (rows,), f"bias_hh{suffix}": (rows,)})
+        for name, shape in shapes.items():
+            setattr(self, name, Parameter(empty(*shape, dtype=dtype)))
+        self._all_weights.append(list(shapes))
+
+    def reset_parameters(self) -> None:
+        _uniform_init(self)
+
+    def flatten_parameters(self) -> None:
+        """A no-op: PyTorch packs the weights for cuDNN here; staticgrad keeps them as they are."""
+
+    @property
+    def all_weights(self) -> list:
+        """Per layer: [weight_ih, weight_hh] and, with bias, [bias_ih, bias_hh]."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+
+class LSTM(RecurrentLayers):
+    """A stack of LSTM layers over a sequence: ``forward(input, (h_0, c_0))`` ->
+    ``(output, (h_n, c_n))``, input (L, N, H_in), (N, L, H_in) if batch_first, or unbatched (L, H_in)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 proj_size: int = 0, device=None, dtype=None):
+        super().__init__()
+        self._check_sizes(input_size, hidden_size, num_layers, dropout)
         if bidirectional or proj_size != 0:
             raise NotImplementedError("staticgrad's LSTM supports bidirectional=False and proj_size=0 "
                                       f"only (got bidirectional={bidirectional}, proj_size={proj_size})")
@@ -111,26 +141,9 @@ class LSTM(Module):
         self.dropout, self.bidirectional, self.proj_size = float(dropout), False, 0
         self._all_weights = []
         for layer in range(num_layers):
-            layer_input = input_size if layer == 0 else hidden_size
-            shapes = {f"weight_ih_l{layer}": (4 * hidden_size, layer_input),
-                      f"weight_hh_l{layer}": (4 * hidden_size, hidden_size)}
-            if bias:
-                shapes.update({f"bias_ih_l{layer}": (4 * hidden_size,), f"bias_hh_l{layer}": (4 * hidden_size,)})
-            for name, shape in shapes.items():
-                setattr(self, name, Parameter(empty(*shape, dtype=dtype)))
-            self._all_weights.append(list(shapes))
+            self._add_layer_weights(f"_l{layer}", 4 * hidden_size, input_size if layer == 0 else hidden_size,
+                                    hidden_size, bias, dtype)
         self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        _uniform_init(self)
-
-    def flatten_parameters(self) -> None:
-        """A no-op: PyTorch packs the weights for cuDNN here; staticgrad keeps them as they are."""
-
-    @property
-    def all_weights(self) -> list:
-        """Per layer: [weight_ih, weight_hh] and, with bias, [bias_ih, bias_hh]."""
-        return [[getattr(self, name) for name in names] for names in self._all_weights]
 
     def forward(self, input, hx=None):
         if input.dim() not in (2, 3):

@@ -89,9 +89,13 @@ def _abort_on_uncaught_exception(kind, value, traceback) -> None:
     """Print the exception as Python would, then abort every rank (unless every rank raised it)."""
     previous = _State.previous_excepthook or sys.__excepthook__
     previous(kind, value, traceback)
-    sys.stderr.flush()
     if World.comm is not None and not getattr(value, "raised_on_every_rank", False):
+        # said here, before the abort: MPI's own message can be lost when the launcher kills the ranks
+        print(f"staticgrad.distributed: rank {World.comm.Get_rank()} raised; stopping every rank (MPI_Abort)",
+              file=sys.stderr)
+        sys.stderr.flush()
         World.comm.Abort(1)
+    sys.stderr.flush()
 
 
 def is_initialized() -> bool:

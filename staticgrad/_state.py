@@ -4,6 +4,7 @@ thread, as PyTorch's grad mode is: one thread's trace never sees another thread'
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -126,9 +127,13 @@ class GradEpoch:
     value = 0
 
 
+_grad_epochs = itertools.count(1)
+
+
 def bump_grad_epoch() -> None:
-    with _epoch_lock:
-        GradEpoch.value += 1
+    # every value is drawn once from the counter (atomic under the GIL): a plan that noted an
+    # earlier value sees a different one, whichever thread stores last, so no bump is lost
+    GradEpoch.value = next(_grad_epochs)
 
 
 def note_stored_number(value) -> None:

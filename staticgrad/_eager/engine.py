@@ -17,7 +17,7 @@ from staticgrad._eager.dispatch import F
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
 from staticgrad._eager.tensor import Tensor
-from staticgrad._state import Tracing
+from staticgrad._state import Tracing, bump_grad_epoch
 from staticgrad.ops import OPS
 
 
@@ -43,7 +43,10 @@ def _root_grads(tensors, grads):
             if t._data.dtype.kind != "f":
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs")
             if Tracing.tracer is None:   # the op table's own forward, without a dispatch to record
-                seed = Tensor._make(FULL.forward(shape=t._data.shape, value=1.0, dtype=t._data.dtype), False, None)
+                shape = t._data.shape
+                ones = (np.ones((), t._data.dtype) if shape == () else
+                        FULL.forward(shape=shape, value=1.0, dtype=t._data.dtype))
+                seed = Tensor._make(ones, False, None)
             else:
                 seed = F.full(shape=t._data.shape, value=1.0, dtype=t._data.dtype)
             out.append((seed, True))
@@ -219,6 +222,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                 for hook in node._post_hooks:
                     hook(grads_out, tuple(grads_in))
             leaves = None
+            given = None   # ids of the gradients seen so far: one returned twice is not owned
+            input_meta = node._input_meta
             for i, (nxt, nr) in enumerate(node.next_functions):
                 if nxt is None:
                     continue
@@ -226,7 +231,13 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                 remaining = deps[nxt] - 1
                 deps[nxt] = remaining
                 if g is not None:
-                    g, owned = _validate(node, i, g, grads_in, grads_out)
+                    if given is None:
+                        given = {id(other) for other in grads_in if other is not None}
+                    owned = id(g) not in given
+                    given.add(id(g))
+                    meta = input_meta[i]
+                    if meta is not None and (g._data.shape != meta[0] or g._data.dtype != meta[1]):
+                        g, owned = _validate(node, i, g)
                     if (remaining == 0 and plain_accumulate and type(nxt) is AccumulateGrad and nxt not in buffers
                             and not nxt._pre_hooks and not nxt._post_hooks and not nxt.variable._hooks):
                         # a leaf this edge alone feeds, with no hooks: accumulate now, as popping its
@@ -240,8 +251,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                     heapq.heappush(ready, (-nxt._seq, counter, nxt))
                     counter += 1
             if leaves is not None:
-                for variable, g, owned in leaves:
-                    _accumulate_into_leaf(variable, g, owned)
+                _accumulate_into_leaves(leaves)
         if accumulate and _BACKWARD_END_CALLBACKS:
             _run_backward_end_callbacks(deps)
     finally:
@@ -309,27 +319,12 @@ def apply_node(node, grads_in, running_sums=None, release: bool = False):
     return node.op.backward(F, grad, saved, node.attrs, needs)
 
 
-def _validate(node, index, g, grads_in, grads_out):
-    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype; ``owned``
-    says whether the engine may steal it (not an incoming gradient, nor one returned twice)."""
-    owned = True
-    for other in grads_in:
-        if other is g:
-            owned = False
-            break
-    if owned and index:
-        for j in range(index):
-            if grads_out[j] is g:
-                owned = False
-                break
-    meta = node._input_meta[index]
-    if meta is None:
-        return g, owned
-    shape, dtype = meta
-    data = g._data
-    if data.shape == shape and data.dtype == dtype:
-        return g, owned
-    if data.shape != shape:
+def _validate(node, index, g):
+    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype (it has
+    not both already): (gradient, True), a new gradient the engine may steal."""
+    shape, dtype = node._input_meta[index]
+    owned = False
+    if g._data.shape != shape:
         try:
             expandable = np.broadcast_shapes(shape, g._data.shape) == g._data.shape
         except ValueError:
@@ -389,6 +384,27 @@ def _accumulate_into_nonleaf(t: Tensor, g: Tensor) -> None:
         t._grad = F.clone(g) if not GradMode.enabled else g
     else:
         t._grad = t._grad + g
+
+
+def _accumulate_into_leaves(leaves: list) -> None:
+    """Accumulate (variable, gradient, owned) into leaves without hooks: a fresh gradient that fits
+    becomes ``.grad`` as it is (the common first backward after ``zero_grad``), with one bump of
+    the grad epoch for all of them; anything else goes through ``_accumulate_into_leaf``."""
+    if Tracing.tracer is not None or GradMode.enabled:
+        for variable, g, owned in leaves:
+            _accumulate_into_leaf(variable, g, owned)
+        return
+    bump = False
+    for variable, g, owned in leaves:
+        data = g._data
+        if (variable._grad is None and owned and g._base is None and data.flags.c_contiguous
+                and data.flags.writeable and data.dtype == variable._data.dtype and data.shape == variable._data.shape):
+            variable._grad = g
+            bump = bump or variable._captured
+        else:
+            _accumulate_into_leaf(variable, g, owned)
+    if bump:
+        bump_grad_epoch()
 
 
 def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:

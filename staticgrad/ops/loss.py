@@ -33,6 +33,15 @@ def _reduce(values, reduction, out):
 def _mean(values, out):
     """np.mean; the mean of no values is nan, as in PyTorch, without NumPy's 'Mean of empty slice' warning."""
     if values.size:
+        if values.dtype.kind == "f" and values.dtype.itemsize >= 4:
+            # np.mean's own steps without its Python wrapper: the sum, then a division by the count
+            # (an intp, as np.mean's), so eager and a replay's emitted mean give the same numbers
+            count = np.intp(values.size)
+            if out is None:
+                total = np.add.reduce(values, axis=None)
+                return total.dtype.type(total / count)
+            np.add.reduce(values, axis=None, out=out)
+            return np.true_divide(out, count, out=out, casting="unsafe")
         return np.mean(values, out=out)
     if out is None:
         return np.full((), np.nan, values.dtype)

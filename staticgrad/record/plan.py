@@ -54,7 +54,7 @@ class Plan:
         self._globals = global_guards
         self._epoch = epoch
         self._grad_epoch = -1   # re-checked at the first replay when a guard reads a .grad
-        self._grad_guards = [guard for guard in record.state_guards if guard.reads_grad]
+        self._grad_guards = [(guard.subject, guard.expected) for guard in record.state_guards if guard.reads_grad]
         self._captured = record.captured
         self._captured_tensors = [src[1] for src in record.captured if src[0] == "tensor"]
         self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
@@ -100,8 +100,10 @@ class Plan:
                 return False
             self._epoch, self._grad_epoch = Epoch.value, GradEpoch.value
         elif self._grad_guards and self._grad_epoch != GradEpoch.value:
-            if not all(guard.holds() for guard in self._grad_guards):
-                return False
+            for t, expected in self._grad_guards:   # each guard's check, inline: a step reads many .grad
+                g = t._grad
+                if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
+                    return False
             self._grad_epoch = GradEpoch.value
         return True
 

@@ -17,6 +17,7 @@ class Guard:
     label: str
     identity: bool = False
     reads_grad: bool = False   # re-checked when a .grad appears or goes (GradEpoch), not only on Epoch
+    subject: object = None     # a .grad guard's tensor: plans check those guards inline, in one loop
 
     def holds(self) -> bool:
         current = self.check()

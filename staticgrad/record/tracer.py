@@ -294,7 +294,8 @@ class Tracer:
         if key in self.input_ids:
             self.input_guards.append((self.input_ids[key], expected))
         else:
-            self.guards.append(Guard(_grad_state(t), expected, "the .grad of a captured tensor", reads_grad=True))
+            self.guards.append(Guard(_grad_state(t), expected, "the .grad of a captured tensor", reads_grad=True,
+                                     subject=t))
         if grad is not None and id(grad) not in self._bindings:
             self._capture(grad, ("grad", t) if key not in self.input_ids else ("input_grad", self.input_ids[key]))
 

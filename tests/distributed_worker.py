@@ -57,6 +57,15 @@ def same_on_every_rank(values: list, what: str) -> None:
                 raise AssertionError(f"{what}: rank {rank} differs from rank 0")
 
 
+def in_block(model, copies: int, what: str) -> None:
+    """A replayed step packed no gradient into a buffer of its own: they lie one after another in
+    the step's gradient block, and every .grad is a view of it."""
+    grads = [p.grad.numpy() for p in model.parameters()]
+    block = grads[0].base
+    if copies or block is None or any(g.base is not block for g in grads) or block.size != sum(g.size for g in grads):
+        raise AssertionError(f"{what}: the replayed step's gradients are not one block ({copies} packing copies)")
+
+
 def check_close(model, reference, what: str) -> None:
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         if not np.allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-10, atol=1e-12):
@@ -87,8 +96,11 @@ def scenario_train() -> None:
             reference_step = training_step(reference, optimizer(opt_name, reference.parameters()))
             calls = World.allreduce_calls
             for x, y in data:
+                copies = World.packing_copies
                 step(shard(x, rank, size), shard(y, rank, size))
                 reference_step(x, y)
+            if compiled:   # the last step replayed: its gradients lay in one block, reduced there
+                in_block(model, World.packing_copies - copies, what)
             if World.allreduce_calls - calls != STEPS:
                 raise AssertionError(f"{what}: {World.allreduce_calls - calls} Allreduce calls in {STEPS} steps")
             if compiled:
@@ -159,7 +171,10 @@ def scenario_buckets() -> None:
             step = torch.compile(step)
         calls = World.allreduce_calls
         for x, y in data:
+            copies = World.packing_copies
             step(shard(x, rank, size), shard(y, rank, size))
+        if compiled:
+            in_block(model, World.packing_copies - copies, "buckets")
         if World.allreduce_calls - calls != 3 * len(data):
             raise AssertionError(f"{World.allreduce_calls - calls} Allreduce calls for 3 buckets in {len(data)} steps")
         finals.append([p.detach().numpy().copy() for p in model.parameters()])

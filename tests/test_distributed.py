@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import staticgrad
@@ -160,3 +161,103 @@ def test_the_bucket_pass_starts_each_bucket_after_its_last_gradient():
 def test_all_reduce_grads_is_an_op_of_the_table():
     assert OPS["all_reduce_grads"].kind == "other"
     assert OPS["all_reduce_grads"].backward is None
+
+
+class _OneRank:
+    """A world of one rank for single-process tests of the collective ops: a sum over one rank
+    leaves a buffer as it is."""
+
+    def Allreduce(self, in_place, buffer, op=None):
+        self.reduced.append(np.asarray(buffer))
+
+    def Get_size(self):
+        return 1
+
+    def __init__(self):
+        self.reduced = []
+
+
+def _gradients_graph(bucket_bytes=None, read_after=False) -> Graph:
+    """%2 = neg(%0) and %3 = exp(%1), float64 gradients of 4 and 3 elements, all-reduced into %4
+    and %5; ``read_after``: an op reads %2 again after the all-reduce."""
+    graph = Graph()
+    shapes = {0: (2, 2), 1: (3,), 2: (2, 2), 3: (3,), 4: (2, 2), 5: (3,), 6: (2, 2)}
+    for vid, shape in shapes.items():
+        graph.values[vid] = Value(vid, shape, "float64", "input" if vid < 2 else "op", "backward")
+    graph.inputs = [0, 1]
+    graph.ops = [Op("neg", (0,), (2,)), Op("exp", (1,), (3,)),
+                 Op("all_reduce_grads", (2, 3), (4, 5), (("bucket_bytes", bucket_bytes), ("op", "avg")))]
+    graph.results = [4, 5]
+    if read_after:
+        graph.ops.append(Op("neg", (2,), (6,)))
+        graph.results = [4, 5, 6]
+    else:
+        del graph.values[6]
+    return graph
+
+
+@pytest.mark.parametrize("bucket_bytes", [None, 8])
+def test_a_compiled_step_lays_its_gradients_out_in_one_block_and_reduces_them_there(monkeypatch, bucket_bytes):
+    """The planner puts the gradients an all-reduce reads one after another in one block per call:
+    the op reduces that block in place (no packing copy) and the gradients it hands back are views
+    of it; with buckets, each bucket's non-blocking all-reduce takes its part of the block."""
+    from staticgrad.compiler.codegen import generate
+    from staticgrad.compiler.planner import plan_program
+    from staticgrad.ops.collective import World
+    from staticgrad.runtime.replay import CompiledReplay
+
+    world = _OneRank()
+    monkeypatch.setattr(World, "comm", world)
+    monkeypatch.setattr(World, "in_place", None)
+    monkeypatch.setattr(World, "mpi_ops", {"sum": None})
+
+    class _Request:
+        @staticmethod
+        def Waitall(requests):
+            pass
+
+        Testall = Waitall
+
+    monkeypatch.setattr(World, "mpi_request", _Request)
+    world.Iallreduce = lambda in_place, buffer, op=None: world.reduced.append(np.asarray(buffer))
+    graph = _gradients_graph(bucket_bytes)
+    verify(graph)
+    if bucket_bytes is not None:
+        graph, changed = overlap_gradient_buckets(graph)
+        assert changed
+    program = plan_program(graph)
+    blocked = {spec.slot: spec.block for spec in program.buffers if spec.block is not None}
+    assert blocked == {2: 0, 3: 4}
+    replay = CompiledReplay(program, generate(program))
+    assert "_block = np.empty(7," in replay.source
+    x0, x1 = np.linspace(-1.0, 1.0, 4).reshape(2, 2), np.array([0.5, 1.5, -2.0])
+    copies = World.packing_copies
+    first, second = replay.run([x0, x1], [], [])
+    assert World.packing_copies == copies
+    np.testing.assert_array_equal(first, -x0)
+    np.testing.assert_array_equal(second, np.exp(x1))
+    block = first.base
+    assert block.shape == (7,) and second.base is block
+    assert all(np.shares_memory(reduced, block) for reduced in world.reduced)
+    assert sum(r.size for r in world.reduced) == 7
+
+
+def test_a_gradient_read_after_its_all_reduce_keeps_a_buffer_of_its_own(monkeypatch):
+    """Reducing in place would change what the later reader sees: no block, the op packs a copy."""
+    from staticgrad.compiler.planner import plan_program
+
+    program = plan_program(_gradients_graph(read_after=True))
+    assert all(spec.block is None for spec in program.buffers)
+    step = next(s for s in program.steps if s.op == "all_reduce_grads")
+    assert "in_block" not in dict(step.attrs)
+
+
+def test_the_in_block_check_refuses_gradients_that_do_not_fill_one_block_in_order():
+    from staticgrad.ops.collective import _in_block
+
+    block = np.arange(7.0)
+    a, b = block[:4].reshape(2, 2), block[4:]
+    assert np.shares_memory(_in_block([a, b]), block) and _in_block([a, b]).shape == (7,)
+    assert _in_block([b, a]) is None                       # out of order
+    assert _in_block([block[:3], block[4:]]) is None       # a gap between them
+    assert _in_block([np.zeros(4), b]) is None             # not views of one block

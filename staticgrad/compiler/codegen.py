@@ -8,6 +8,7 @@ saved plan runs without the compiler. There is no per-op interpretation loop in 
 from __future__ import annotations
 
 import hashlib
+import math
 
 from staticgrad.compiler.ir import KernelScalar
 from staticgrad.ops import OPS
@@ -107,8 +108,13 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
     # A buffer of its own (a result, or one the arena does not hold) is made just before the step
     # that first writes it, so that a backward's gradients do not all take memory from the start.
     allocations = {}
+    members = [spec for spec in program.buffers if spec.block is not None]
     for spec in program.buffers:
-        if spec.offset is None:
+        if spec.block is not None:   # a gradient an all-reduce reads: its part of the gradient block
+            stop = spec.block + math.prod(spec.shape)
+            line = f"        r{spec.slot} = _block[{spec.block}:{stop}].reshape({tuple(spec.shape)!r})"
+            allocations.setdefault(min(spec.first, len(program.steps)), []).append(line)
+        elif spec.offset is None:
             empty = f"np.empty({tuple(spec.shape)!r}, d{spec.slot})"
             if spec.slot in result_position:
                 k = result_position[spec.slot]
@@ -116,6 +122,10 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
             else:
                 line = f"        r{spec.slot} = {empty}"
             allocations.setdefault(min(spec.first, len(program.steps)), []).append(line)
+    if members:   # one block per call for them all, made before the first of them is written
+        size = sum(math.prod(spec.shape) for spec in members)
+        first = min(min(spec.first, len(program.steps)) for spec in members)
+        allocations[first].insert(0, f"        _block = np.empty({size}, d{members[0].slot})")
     body += reading
     kernel_lines = kernel_lines or {}
     for i, step in enumerate(program.steps):

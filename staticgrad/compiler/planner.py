@@ -188,23 +188,59 @@ def lower_bound(spans: list, n_steps: int) -> int:
     return int(np.cumsum(delta).max()) if spans else 0
 
 
+# Ops that reduce gradients over the ranks: what they read may lie in one gradient block.
+COLLECTIVES = ("all_reduce_grads", "all_reduce_start")
+
+
+def gradient_block(graph: Graph, spans: dict, fresh: set, roots: dict) -> dict:
+    """{buffer: element offset}: the gradients the all-reduce ops read, laid out one after another
+    in one block allocated per call (in the order the ops read them), so that each all-reduce
+    runs in place on its part of the block with no packing copy, and the gradients it hands
+    back are views of it. A gradient written into another value's buffer (an in-place copy)
+    places that buffer. Empty (each gradient a buffer of its own, packed by the op) unless every
+    such gradient fills a whole buffer (not a view), read by no op after its all-reduce and not
+    returned, and all have one dtype."""
+    views = {v for op in graph.ops if op.opdef.is_view for v in op.outputs}
+    members, dtype = [], None
+    for index, op in enumerate(graph.ops):
+        if op.op not in COLLECTIVES:
+            continue
+        for v in op.inputs:
+            root = roots.get(v, v)
+            span = spans.get(root)
+            value = graph.values[v]
+            if (span is None or v in views or root in fresh or span.last != index or root in members
+                    or graph.values[root].shape != value.shape or (dtype is not None and value.dtype != dtype)):
+                return {}
+            dtype = value.dtype
+            members.append(root)
+    offsets, total = {}, 0
+    for v in members:
+        offsets[v] = total
+        total += int(np.prod(graph.values[v].shape, dtype=np.int64))
+    return offsets
+
+
 def plan_program(graph: Graph) -> Program:
     roots = alias_roots(graph)
     bound = direct_writebacks(graph, roots)
     spans = lifetimes(graph, bound, roots)
     fresh = {roots.get(v, v) for v in graph.results}
-    arena_spans = [lt for v, lt in spans.items() if v not in fresh]
+    block = gradient_block(graph, spans, fresh, roots)
+    arena_spans = [lt for v, lt in spans.items() if v not in fresh and v not in block]
     offsets, arena_bytes = (pack if len(arena_spans) <= GREEDY_LIMIT else pack_sweep)(arena_spans)
     buffers = []
     for v in spans:
         value = graph.values[v]
         lt = spans[v]
-        buffers.append(BufferSpec(v, value.shape, np.dtype(value.dtype), None if v in fresh else offsets[v],
-                                  lt.first, lt.last))
+        buffers.append(BufferSpec(v, value.shape, np.dtype(value.dtype), offsets.get(v), lt.first, lt.last,
+                                  block.get(v)))
 
     steps = []
     for op in graph.ops:
         static = tuple((k, v) for k, v in op.attrs if not isinstance(v, ScalarSlot))
+        if block and op.op in COLLECTIVES:
+            static += (("in_block", True),)
         dynamic = tuple((k, v.index) for k, v in op.attrs if isinstance(v, ScalarSlot))
         if op.opdef.is_view:
             mode = VIEW

@@ -32,6 +32,7 @@ class World:
     mpi_ops: ClassVar[dict] = {}   # "sum" -> MPI.SUM ... ("avg" is a sum divided by the world size)
     allreduce_calls = 0
     allreduce_seconds = 0.0
+    packing_copies = 0         # gradients copied into a flat buffer first (none when laid out in a block)
 
 
 def comm():
@@ -69,11 +70,31 @@ def bucket_bounds(sizes: list, itemsize: int, bucket_bytes: int | None) -> list:
     return bounds
 
 
-def _all_reduce_grads(*grads, out=None, op="avg", bucket_bytes=None):
+def _in_block(grads) -> np.ndarray | None:
+    """The part of one 1-D block that ``grads`` fill one after another, with nothing between
+    them (the gradient block a compiled step lays out for its all-reduce), or None."""
+    base = grads[0].base
+    if base is None or base.ndim != 1 or base.dtype != grads[0].dtype or not base.flags.c_contiguous:
+        return None
+    itemsize = base.itemsize
+    origin = base.__array_interface__["data"][0]
+    start = (grads[0].__array_interface__["data"][0] - origin) // itemsize
+    position = start
+    for g in grads:
+        if g.base is not base or not g.flags.c_contiguous or g.dtype != base.dtype:
+            return None
+        if (g.__array_interface__["data"][0] - origin) // itemsize != position:
+            return None
+        position += g.size
+    return base[start:position]
+
+
+def _all_reduce_grads(*grads, out=None, op="avg", bucket_bytes=None, in_block=False):
     """Every gradient reduced over the ranks: packed into one flat buffer per dtype (one C call),
     reduced in place bucket by bucket (one ``Allreduce`` when ``bucket_bytes`` is None), and
     handed back as views of that buffer, so the gradients share one block as the buckets of
-    PyTorch's DDP with ``gradient_as_bucket_view`` do."""
+    PyTorch's DDP with ``gradient_as_bucket_view`` do. ``in_block``: a compiled step laid the
+    gradients out in one block already, and reads none of them again: reduced there, no copy."""
     results = [None] * len(grads)
     by_dtype = {}
     for i, g in enumerate(grads):
@@ -81,7 +102,11 @@ def _all_reduce_grads(*grads, out=None, op="avg", bucket_bytes=None):
     for dtype, indices in by_dtype.items():
         members = [grads[i] for i in indices]
         sizes = [g.size for g in members]
-        flat = np.concatenate(members, axis=None, dtype=dtype) if len(members) > 1 else members[0].ravel().copy()
+        flat = _in_block(members) if in_block else None
+        if flat is None:
+            flat = (np.concatenate(members, axis=None, dtype=dtype) if len(members) > 1
+                    else members[0].ravel().copy())
+            World.packing_copies += 1
         for start, stop in bucket_bounds(sizes, dtype.itemsize, bucket_bytes):
             _allreduce(flat[start:stop], op)
         offset = 0
@@ -126,12 +151,16 @@ _PENDING: dict = {}      # ticket -> the MPI request of a started bucket
 _TICKETS = iter(range(1 << 62))
 
 
-def _all_reduce_start(*grads, op="avg"):
-    """Pack a bucket's gradients into a fresh flat buffer and start a non-blocking ``Iallreduce``
-    on it; returns (the buffer, a ticket naming the request). Earlier buckets still in flight are
-    tested, which lets MPI progress them while backward goes on."""
+def _all_reduce_start(*grads, op="avg", in_block=False):
+    """Pack a bucket's gradients into a fresh flat buffer (or, ``in_block``, take their part of
+    the step's gradient block) and start a non-blocking ``Iallreduce`` on it; returns (the buffer,
+    a ticket naming the request). Earlier buckets still in flight are tested, which lets MPI
+    progress them while backward goes on."""
     communicator = comm()
-    flat = np.concatenate(grads, axis=None) if len(grads) > 1 else grads[0].ravel().copy()
+    flat = _in_block(grads) if in_block else None
+    if flat is None:
+        flat = np.concatenate(grads, axis=None) if len(grads) > 1 else grads[0].ravel().copy()
+        World.packing_copies += 1
     if _PENDING:
         World.mpi_request.Testall(list(_PENDING.values()))
     started = time.perf_counter()

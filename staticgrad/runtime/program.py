@@ -35,6 +35,7 @@ class BufferSpec:
     offset: int | None      # None: allocated fresh on every call (results)
     first: int = 0          # the steps that define and last read it (both inclusive; the step count:
     last: int = 0           # "until the call ends")
+    block: int | None = None   # a gradient an all-reduce reads: its element offset in the call's gradient block
 
     @property
     def nbytes(self) -> int:

@@ -66,13 +66,14 @@ def worker(sizes: list, steps: int) -> None:
         for _ in range(5):
             fn()
     for key in counters:
-        counters[key] = [0, []]
+        counters[key] = [0, [], 0]
     medians = interleaved_medians(systems, steps, block=25)
-    spent = {key: statistics.median(seconds) for key, (_, seconds) in counters.items()}
+    spent = {key: statistics.median(entry[1]) for key, entry in counters.items()}
     gathered = World.comm.gather({"medians": medians, "allreduce": spent}, root=0)
     if rank == 0:
         result = {key: {"ms": max(g["medians"][key] for g in gathered) * 1e3,
                         "allreduce_calls_per_step": counters[key][0] / len(counters[key][1]),
+                        "packing_copies_per_step": counters[key][2] / len(counters[key][1]),
                         "allreduce_us_per_step": max(g["allreduce"][key] for g in gathered) * 1e6}
                   for key in systems}
         print("RESULT " + json.dumps({"ranks": ranks, "per_rank_batch": {s: SIZES[s].batch // ranks for s in sizes},
@@ -91,16 +92,18 @@ def _step(sg, model, opt):
 
 
 def _counting(fn, key: str, counters: dict, world):
-    """``fn`` counting the Allreduce calls it makes and the seconds spent in them per call (waiting
-    for the slower rank included)."""
-    counters[key] = [0, []]
+    """``fn`` counting the Allreduce calls it makes, the seconds spent in them per call (waiting
+    for the slower rank included), and the gradient packing copies before them (none where a
+    compiled step laid its gradients out in one block)."""
+    counters[key] = [0, [], 0]
 
     def call():
-        calls, seconds = world.allreduce_calls, world.allreduce_seconds
+        calls, seconds, copies = world.allreduce_calls, world.allreduce_seconds, world.packing_copies
         fn()
         entry = counters[key]
         entry[0] += world.allreduce_calls - calls
         entry[1].append(world.allreduce_seconds - seconds)
+        entry[2] += world.packing_copies - copies
     return call
 
 
@@ -123,7 +126,8 @@ def table(reports: dict, sizes: list) -> str:
     ranks = sorted(reports)
     head = ["model", "mode", "all-reduce"]
     for r in ranks:
-        head += [f"{r} rank{'s' if r > 1 else ''} ms", f"calls/step ({r})", f"allreduce us ({r})"]
+        head += [f"{r} rank{'s' if r > 1 else ''} ms", f"calls/step ({r})", f"copies/step ({r})",
+                 f"allreduce us ({r})"]
     head += [f"efficiency {r}" for r in ranks if r != ranks[0]]
     rows = []
     for size in sizes:
@@ -134,6 +138,7 @@ def table(reports: dict, sizes: list) -> str:
                 for r in ranks:
                     res = reports[r]["results"][key]
                     row += [f"{res['ms']:.3f}", f"{res['allreduce_calls_per_step']:.0f}",
+                            f"{res['packing_copies_per_step']:.0f}",
                             f"{res['allreduce_us_per_step']:.1f}"]
                 base = reports[ranks[0]]["results"][key]["ms"] * ranks[0]
                 row += [f"{base / (r * reports[r]['results'][key]['ms']):.0%}" for r in ranks if r != ranks[0]]

@@ -107,7 +107,7 @@ class MultiheadAttention(Module):
         mask = _additive_mask(attn_mask, q.dtype, keep_where_true=False)
         if mask is not None and mask.dim() == 2:
             if tuple(mask.shape) != (length, source_length):
-                raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be "
+                raise RuntimeError(f"The shape of the 2D attn_mask is {mask.shape}, but should be "
                                    f"{(length, source_length)}.")
             mask = fn.unsqueeze(mask, 0)
         padding = _additive_mask(key_padding_mask, q.dtype, keep_where_true=False)

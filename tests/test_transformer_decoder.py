@@ -192,6 +192,10 @@ ERRORS = {
     "heads_do_not_divide": lambda lib: lib.nn.TransformerDecoderLayer(D, 3),
     "activation": lambda lib: lib.nn.TransformerDecoderLayer(D, HEADS, activation="tanh"),
     "transformer_activation": lambda lib: lib.nn.Transformer(D, HEADS, 1, 1, activation="swish"),
+    "src_causal_hint_without_mask": lambda lib: _model(lib)(lib.zeros(3, 2, D), lib.zeros(4, 2, D),
+                                                            src_is_causal=True),
+    "tgt_causal_hint_without_mask": lambda lib: _model(lib)(lib.zeros(3, 2, D), lib.zeros(4, 2, D),
+                                                            tgt_is_causal=True),
     "causal_hint_without_mask": lambda lib: lib.nn.TransformerDecoderLayer(D, HEADS, FF)(
         lib.zeros(3, 2, D), lib.zeros(4, 2, D), tgt_is_causal=True),
     "memory_mask_shape": lambda lib: lib.nn.TransformerDecoderLayer(D, HEADS, FF)(

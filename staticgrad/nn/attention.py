@@ -203,5 +203,5 @@ class TransformerEncoder(Module):
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
-                           is_causal=bool(is_causal) and mask is not None)
+                           is_causal=is_causal is True)
         return self.norm(output) if self.norm is not None else output

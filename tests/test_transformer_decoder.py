@@ -99,6 +99,33 @@ def test_transformer_matches_torch(case):
     check(call, arrays, build(torch), build(sg))
 
 
+def _word_language_model(lib):
+    """The word-level language model of PyTorch's examples: a subclass of nn.Transformer whose
+    ``decoder`` is replaced by a Linear head, run as an encoder under the causal mask helper."""
+    class TransformerModel(lib.nn.Transformer):
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers):
+            super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid, num_encoder_layers=nlayers,
+                             dropout=0.0)
+            self.input_emb = lib.nn.Embedding(ntoken, ninp)
+            self.ninp = ninp
+            self.decoder = lib.nn.Linear(ninp, ntoken)
+
+        def forward(self, src):
+            mask = lib.nn.Transformer.generate_square_subsequent_mask(len(src)).to("cpu")  # float32
+            src = self.input_emb(src) * self.ninp ** 0.5
+            output = self.decoder(self.encoder(src, mask=mask))
+            return lib.nn.functional.log_softmax(output, dim=-1)
+
+    return _quiet(lambda lib: TransformerModel(11, D, HEADS, FF, 2))(lib)
+
+
+def test_word_language_model_subclassing_transformer_matches_torch():
+    t_model, s_model = _word_language_model(torch), _word_language_model(sg)
+    assert list(s_model.state_dict()) == list(t_model.state_dict())
+    tokens = np.random.default_rng(0).integers(0, 11, (7, 2))
+    check(lambda lib, m, src: m(src), [tokens], t_model, s_model)
+
+
 def test_transformer_in_eval_with_default_dropout_matches_torch():
     build = _quiet(lambda lib: lib.nn.Transformer(D, HEADS, 1, 1, FF).eval())  # dropout 0.1, off in eval
     check(lambda lib, m, s, t: m(s, t, tgt_mask=causal(lib, 5)), [randn(6, 2, 8), randn(5, 2, 8)],

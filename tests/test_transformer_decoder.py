@@ -141,6 +141,13 @@ def test_parameter_names_and_state_dict_keys_match_torch(build):
     assert list(s_module.state_dict()) == list(t_module.state_dict())
 
 
+@pytest.mark.parametrize("build", [decoder_layer(), decoder_layer(norm_first=True), transformer(),
+                                   transformer(norm_first=True)])
+def test_output_node_names_match_torch(build):
+    outputs = [build(lib)(lib.ones(3, 2, D, requires_grad=True), lib.ones(4, 2, D)) for lib in (torch, sg)]
+    assert outputs[1].grad_fn.name() == outputs[0].grad_fn.name()
+
+
 def test_transformer_initialises_weights_xavier_uniform_and_keeps_its_settings():
     sg.manual_seed(0)
     model = sg.nn.Transformer(D, HEADS, 1, 1, FF, batch_first=True)

@@ -62,6 +62,7 @@ from staticgrad.nn.pooling import (
 from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
+from staticgrad.nn.transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 from staticgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
@@ -130,6 +131,9 @@ __all__ = [
     "Softplus",
     "Softsign",
     "Tanh",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerEncoderLayer",
     "Upsample",

@@ -107,7 +107,7 @@ class MultiheadAttention(Module):
         mask = _additive_mask(attn_mask, q.dtype, keep_where_true=False)
         if mask is not None and mask.dim() == 2:
             if tuple(mask.shape) != (length, source_length):
-                raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(mask.shape)}, but should be "
+                raise RuntimeError(f"The shape of the 2D attn_mask is {mask.shape}, but should be "
                                    f"{(length, source_length)}.")
             mask = fn.unsqueeze(mask, 0)
         padding = _additive_mask(key_padding_mask, q.dtype, keep_where_true=False)
@@ -203,5 +203,5 @@ class TransformerEncoder(Module):
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
-                           is_causal=bool(is_causal) and mask is not None)
+                           is_causal=is_causal is True)
         return self.norm(output) if self.norm is not None else output

@@ -110,3 +110,7 @@ from staticgrad._eager.math_functions import (
 )
 # Data-parallel training on MPI (torch.distributed, torch.nn.parallel); mpi4py is imported only when a group starts.
 from staticgrad import distributed
+# More random draws (staticgrad._eager.random_more).
+from staticgrad._eager.random_more import bernoulli, multinomial
+# The float32 matmul precision setting (kept and reported; numerically a no-op on the CPU).
+from staticgrad.precision import get_float32_matmul_precision, set_float32_matmul_precision

@@ -1,7 +1,12 @@
 """``save`` and ``load`` in a safe format: a zip holding one ``.npy`` file per tensor and a JSON
 description of the structure around them (dicts, lists, tuples, numbers, strings, None).
 Loading reads arrays with ``allow_pickle=False`` and parses JSON: it never unpickles and never
-runs code from the file (what PyTorch's ``weights_only=True`` promises)."""
+runs code from the file (what PyTorch's ``weights_only=True`` promises).
+
+Other objects (a whole ``nn.Module``, an optimizer, any Python object) are pickled, as PyTorch's
+``save`` pickles anything; their tensors still go to ``.npy`` arrays. Such a file loads only with
+``load(f, weights_only=False)``, which unpickles and so can run code from the file: the default
+``weights_only=True`` refuses it with PyTorch's ``UnpicklingError`` before reading the pickle."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import io
 import json
 import math
 import os
+import pickle
 import zipfile
 from collections import OrderedDict
 
@@ -19,6 +25,7 @@ from staticgrad.nn.parameter import Parameter
 
 FORMAT = "staticgrad.save/1"
 _STRUCTURE = "structure.json"
+_OBJECTS = "objects.pkl"  # the pickled objects the safe format cannot hold, one list
 
 
 def _encode_number(value: float):
@@ -30,6 +37,8 @@ class _Writer:
     def __init__(self):
         self.arrays: list[np.ndarray] = []
         self._index: dict[int, int] = {}
+        self._held: list[Tensor] = []  # keeps each written tensor alive, so that its id stays its own
+        self.objects: list = []
 
     def encode(self, obj):
         if isinstance(obj, Tensor):
@@ -45,13 +54,29 @@ class _Writer:
             return {"t": kind, "items": [[self.encode(k), self.encode(v)] for k, v in obj.items()]}
         if isinstance(obj, (list, tuple)):
             return {"t": "list" if isinstance(obj, list) else "tuple", "v": [self.encode(v) for v in obj]}
-        raise TypeError(f"staticgrad.save stores tensors, numbers, strings, None and dicts, lists and tuples of them "
-                        f"(a safe format: nothing is pickled); got an object of type {type(obj).__name__}")
+        return self._object(obj)
+
+    def _object(self, obj) -> dict:
+        """An object the safe format cannot hold: pickled (with the others, in one list) at the end."""
+        self.objects.append(obj)
+        kind = type(obj)
+        return {"t": "pickle", "i": len(self.objects) - 1, "type": f"{kind.__module__}.{kind.__qualname__}"}
+
+    def pickled_objects(self, pickle_module, protocol) -> bytes | None:
+        """The objects as one pickle whose tensors are references to the ``.npy`` arrays (None if none)."""
+        if not self.objects:
+            return None
+        buffer = io.BytesIO()
+        pickler = pickle_module.Pickler(buffer, protocol=protocol)
+        pickler.persistent_id = lambda value: self._tensor(value) if isinstance(value, Tensor) else None
+        pickler.dump(self.objects)
+        return buffer.getvalue()
 
     def _tensor(self, t: Tensor) -> dict:
         index = self._index.get(id(t))
         if index is None:
             index = self._index[id(t)] = len(self.arrays)
+            self._held.append(t)
             self.arrays.append(t._data.copy(order="C"))  # (ascontiguousarray would make a 0-dim array 1-dim)
         return {"t": "tensor", "i": index, "requires_grad": bool(t.requires_grad),
                 "parameter": isinstance(t, Parameter)}
@@ -59,12 +84,17 @@ class _Writer:
 
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False) -> None:
-    """Write ``obj`` (tensors, numbers, strings and containers of them) to a path or a binary file object."""
+    """Write ``obj`` to a path or a binary file object: tensors, numbers, strings and containers of
+    them in the safe format; any other object (a whole module...) pickled, its tensors as arrays."""
     writer = _Writer()
-    structure = {"format": FORMAT, "root": writer.encode(obj), "arrays": len(writer.arrays)}
+    root = writer.encode(obj)
+    objects = writer.pickled_objects(pickle_module or pickle, pickle_protocol)
+    structure = {"format": FORMAT, "root": root, "arrays": len(writer.arrays), "pickled": objects is not None}
     target = os.fspath(f) if isinstance(f, (str, os.PathLike)) else f
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED) as archive:
         archive.writestr(_STRUCTURE, json.dumps(structure))
+        if objects is not None:
+            archive.writestr(_OBJECTS, objects)
         for i, array in enumerate(writer.arrays):
             buffer = io.BytesIO()
             np.save(buffer, array, allow_pickle=False)
@@ -72,9 +102,15 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
 
 
 class _Reader:
-    def __init__(self, archive: zipfile.ZipFile):
+    def __init__(self, archive: zipfile.ZipFile, structure: dict, unpickle: bool = False, pickle_module=None,
+                 pickle_load_args=None):
         self.archive = archive
+        self.structure = structure
+        self.unpickle = unpickle  # only load(weights_only=False) reads a pickle
         self._tensors: dict[int, Tensor] = {}
+        self._pickle_module = pickle_module or pickle
+        self._pickle_load_args = pickle_load_args or {}
+        self._objects = None
 
     def decode(self, node):
         kind = node["t"]
@@ -92,7 +128,20 @@ class _Reader:
             return [self.decode(v) for v in node["v"]]
         if kind == "tuple":
             return tuple(self.decode(v) for v in node["v"])
+        if kind == "pickle":
+            return self._unpickled()[int(node["i"])]
         raise RuntimeError(f"staticgrad.load: unknown entry kind {kind!r} in the file's structure")
+
+    def _unpickled(self) -> list:
+        """The file's pickled objects (only ``load(weights_only=False)`` gets here), tensors from the arrays."""
+        if not self.unpickle:
+            raise _weights_only_refusal(self.structure)
+        if self._objects is None:
+            unpickler = self._pickle_module.Unpickler(io.BytesIO(self.archive.read(_OBJECTS)),
+                                                      **self._pickle_load_args)
+            unpickler.persistent_load = self._tensor
+            self._objects = unpickler.load()
+        return self._objects
 
     def _key(self, node):
         key = self.decode(node)
@@ -123,17 +172,41 @@ def _check_map_location(map_location) -> None:
                            "tensors load on the CPU (pass map_location='cpu' or leave it out)")
 
 
+def _pickled_types(node) -> list:
+    """The type names ``save`` noted for a structure's pickled objects (to name them in an error)."""
+    if isinstance(node, dict):
+        found = [node["type"]] if node.get("t") == "pickle" and "type" in node else []
+        return found + [name for value in node.values() for name in _pickled_types(value)]
+    if isinstance(node, list):
+        return [name for value in node for name in _pickled_types(value)]
+    return []
+
+
+def _weights_only_refusal(structure) -> pickle.UnpicklingError:
+    kinds = ", ".join(dict.fromkeys(_pickled_types(structure["root"]))) or "Python objects"
+    return pickle.UnpicklingError(
+        "Weights only load failed. This file can still be loaded, to do so you have two options, do those steps "
+        "only if you trust the source of the checkpoint. \n\t(1) Re-running `staticgrad.load` with `weights_only` "
+        "set to `False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got "
+        "the file from a trusted source.\n\t(2) Alternatively, save only tensors and containers of them (for a "
+        "model, its state_dict()), which load with weights_only=True.\n\tWeightsUnpickler error: the file holds "
+        f"pickled objects ({kinds}), which a weights-only load never unpickles.")
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
-    """Read what ``save`` wrote. ``weights_only`` is accepted (loading is always weights-only: the
-    format holds no code); tensors load on the CPU."""
+    """Read what ``save`` wrote; tensors load on the CPU. A file holding pickled objects (a whole
+    module...) loads only with ``weights_only=False``: the default (True, as in PyTorch) refuses it."""
     _check_map_location(map_location)
+    if weights_only is None:
+        weights_only = True
     source = os.fspath(f) if isinstance(f, (str, os.PathLike)) else f
     try:
         archive = zipfile.ZipFile(source, "r")
     except zipfile.BadZipFile as error:
         raise RuntimeError("staticgrad.load reads files written by staticgrad.save (a zip of .npy arrays and a JSON "
-                           "structure); this file is not one. staticgrad never unpickles, so a pickled PyTorch "
-                           "checkpoint must be converted (load it in PyTorch, save tensors as NumPy arrays)") from error
+                           "structure); this file is not one. staticgrad never unpickles a file staticgrad.save did "
+                           "not write, so a pickled PyTorch checkpoint must be converted (load it in PyTorch, save "
+                           "tensors as NumPy arrays)") from error
     with archive:
         if _STRUCTURE not in archive.namelist():
             raise RuntimeError("staticgrad.load: this zip has no structure.json: it was not written by "
@@ -141,4 +214,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         structure = json.loads(archive.read(_STRUCTURE).decode())
         if structure.get("format") != FORMAT:
             raise RuntimeError(f"staticgrad.load: unknown format {structure.get('format')!r} (expected {FORMAT})")
-        return _Reader(archive).decode(structure["root"])
+        if weights_only and (structure.get("pickled") or _OBJECTS in archive.namelist()):
+            raise _weights_only_refusal(structure)
+        reader = _Reader(archive, structure, not weights_only, pickle_module, pickle_load_args)
+        return reader.decode(structure["root"])

@@ -350,6 +350,24 @@ def _script_api_cases():
 
 CASES += _script_api_cases()
 
+
+def _random_more_cases():
+    """The Bernoulli, exponential, geometric, log-normal and Cauchy draws with parameters that make
+    the draw exact (p of 0 or 1, an infinite rate, a vanishing spread); multinomial refuses 0-dim."""
+    yield Case("bernoulli", lambda lib, a: lib.bernoulli(a * 0) + a, [X])
+    yield Case("Tensor.bernoulli", lambda lib, a: (a * 0 + 1).bernoulli() * a, [X])
+    yield Case("Tensor.bernoulli_", lambda lib, a: (a * 2).bernoulli_(1.0) + a, [X])
+    yield Case("Tensor.bernoulli_", lambda lib, a, b: (a * 2).bernoulli_(b * 0) + a, [X, Y])
+    yield Case("Tensor.exponential_", lambda lib, a: (a * 2).exponential_(float("inf")) + a, [X])
+    yield Case("Tensor.geometric_", lambda lib, a: (a * 2).geometric_(1 - 1e-12) * a, [X])
+    yield Case("Tensor.log_normal_", lambda lib, a: (a * 2).log_normal_(0.0, 1e-30) * a, [X])
+    yield Case("Tensor.cauchy_", lambda lib, a: (a * 2).cauchy_(0.25, 1e-30) + a, [X])
+    yield Case("multinomial", lambda lib, a: lib.multinomial(a, 1), [X])
+    yield Case("Tensor.multinomial", lambda lib, a: a.multinomial(1, True), [X])
+
+
+CASES += _random_more_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

@@ -134,7 +134,7 @@ def _unary(name, public=None):
         require_tensor(input, public)
         return dispatch(op, (input,), {})
 
-    fn.__name__ = public
+    fn.__name__ = fn.__qualname__ = public  # the qualified name pickle finds it by (a saved module's activation)
     return fn
 
 

@@ -191,3 +191,10 @@ for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS, _NEW_MET
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)
+
+# More random draws: bernoulli(_), exponential_, geometric_, log_normal_, cauchy_, multinomial.
+from staticgrad._eager.random_more import METHODS as _RANDOM_MORE_METHODS  # noqa: E402
+
+METHODS.update(_RANDOM_MORE_METHODS)
+for _name, _fn in _RANDOM_MORE_METHODS.items():
+    setattr(Tensor, _name, _fn)

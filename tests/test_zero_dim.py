@@ -350,6 +350,14 @@ def _script_api_cases():
 
 CASES += _script_api_cases()
 
+
+def _group_norm_cases():
+    """group_norm needs (N, C, *): a 0-dim input gets PyTorch's error."""
+    yield Case("F.group_norm", lambda lib, a: lib.nn.functional.group_norm(a, 1), [X])
+
+
+CASES += _group_norm_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

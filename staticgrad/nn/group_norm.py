@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import operator
 
-from staticgrad._eager.creation import ones, zeros
+from staticgrad._eager.creation import empty, ones, zeros
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad._eager.tensor import Tensor
@@ -93,9 +93,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps: float = 1e-5):
     _check_shapes(input, num_groups, weight, bias)
     _check_dtypes(input, weight, bias)
     op = OPS[VARIANTS[weight is not None, bias is not None]]
-    params = tuple(p for p in (weight, bias) if p is not None)
+    absent = empty(0, dtype=input.dtype) if weight is None or bias is None else None
+    inputs = (input, absent if weight is None else weight, absent if bias is None else bias)
     attrs = {"N": shape[0], "C": shape[1], "HxW": math.prod(shape[2:]), "group": num_groups, "eps": float(eps)}
-    output, _, _ = dispatch(op, (input,) + params, attrs)
+    output, _, _ = dispatch(op, inputs, attrs)
     return output
 
 

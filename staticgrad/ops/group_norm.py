@@ -2,8 +2,9 @@
 normalize each (sample, group) block over its channels and spatial positions.
 
 The forward returns (y, mean, rstd) like PyTorch's native_group_norm, mean and rstd of shape
-(N, group). One op per (weight given, bias given), as layer_norm has, so that an absent weight or
-bias is no edge of the node (PyTorch's ``(None, 0)``) and ``_saved_weight`` is None without one.
+(N, group). Every op takes (input, weight, bias), an absent weight or bias being an empty tensor
+that needs no gradient (PyTorch's ``(None, 0)`` edge); one op per (weight given, bias given), as
+layer_norm has, says which to apply and saves the weight only when there is one.
 The backward is written with table ops and gives partial derivatives with respect to the input,
 the weight, the bias and the returned mean and rstd, so gradients of any order follow."""
 
@@ -21,7 +22,7 @@ def _sizes(at) -> tuple:
 
 
 def _forward(has_weight: bool, has_bias: bool):
-    def forward(x, *params, out=None, N=0, C=0, HxW=1, group=1, eps=1e-5):
+    def forward(x, weight, bias, out=None, N=0, C=0, HxW=1, group=1, eps=1e-5):
         n, g, per_group, hw = _sizes({"N": N, "C": C, "HxW": HxW, "group": group})
         count = per_group * hw
         if count == 0:  # empty groups: PyTorch's mean 0 and rstd NaN (a variance of 0 / 0)
@@ -37,9 +38,9 @@ def _forward(has_weight: bool, has_bias: bool):
             y = np.multiply(centered, rstd[:, :, None])
         y4 = y.reshape(n, g, per_group, hw)
         if has_weight:
-            y4 *= params[0].reshape(g, per_group, 1)
+            y4 *= weight.reshape(g, per_group, 1)
         if has_bias:
-            y4 += params[-1].reshape(g, per_group, 1)
+            y4 += bias.reshape(g, per_group, 1)
         return y4.reshape(x.shape), mean, rstd
     return forward
 
@@ -67,7 +68,7 @@ def _backward_formula(has_weight: bool, has_bias: bool):
         n, g, per_group, hw = blocks = _sizes(at)
         count = per_group * hw
         stats = (n, g, 1, 1)
-        need_x, need_w, need_b = need[0], has_weight and need[1], has_bias and need[-1]
+        need_x, need_w, need_b = need[0], has_weight and need[1], has_bias and need[2]
         grad_x = grad_w = grad_b = None
         if x.numel() == 0:
             grad_x = F.zeros_like(x) if need_x else None
@@ -96,8 +97,7 @@ def _backward_formula(has_weight: bool, has_bias: bool):
                 grad_x = _add(grad_x, F.mul_scalar(grad_rstd * centered, other=-1.0 / count))
             if grad_x is not None:
                 grad_x = _reshape(F, grad_x, tuple(x.shape))
-        outs = [grad_x] + ([grad_w] if has_weight else []) + ([grad_b] if has_bias else [])
-        return tuple(t if wanted else None for t, wanted in zip(outs, need))
+        return grad_x, grad_w, grad_b
     return backward
 
 

@@ -24,6 +24,7 @@ from staticgrad.nn.channel_dropout import Dropout2d
 from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from staticgrad.nn.dropout import Dropout
 from staticgrad.nn.group_norm import GroupNorm
+from staticgrad.nn.instance_norm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from staticgrad.nn.layers import (
     Flatten,
     Identity,
@@ -102,6 +103,9 @@ __all__ = [
     "Hardtanh",
     "HuberLoss",
     "Identity",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
     "KLDivLoss",
     "L1Loss",
     "LSTMCell",

@@ -56,28 +56,29 @@ def _check_shapes(input, num_groups: int, weight, bias) -> None:
                                f"but got {name} of shape {weight_shape} and input of shape {shape}")
 
 
-def _check_dtypes(input, weight, bias) -> None:
-    """PyTorch's CPU dtype rules: parameters share the input's dtype (its float16-input, float32
-    parameter form is not built here), and the input is floating point."""
+def check_dtypes(input, params, kernel: str, op_name: str) -> None:
+    """PyTorch's CPU dtype rules for a norm's input and parameters (``params``, None for absent):
+    parameters share the input's dtype (the float16-input, float32-parameter form is not built
+    here), the input is floating point, and float16 is not built."""
     dtype = input.dtype
-    params = [p for p in (weight, bias) if p is not None]
+    params = [p for p in params if p is not None]
     if params and params[0].dtype != dtype:  # PyTorch's "mixed type": the first parameter's dtype decides
         if any(p.dtype.tensor_type != "FloatTensor" for p in params):
             raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
         if dtype.tensor_type not in ("HalfTensor", "BFloat16Tensor"):
             raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
         raise NotImplementedError(
-            f"staticgrad's group_norm takes weight and bias of the input's dtype; a {dtype} input with float32 "
+            f"staticgrad's {op_name} takes weight and bias of the input's dtype; a {dtype} input with float32 "
             "weight and bias (PyTorch's mixed-precision form) is not built: cast weight and bias to the input's "
             "dtype, or the input to float32.")
     if input._data.dtype.kind != "f":
-        raise NotImplementedError(f'"GroupNormKernelImpl" not implemented for \'{dtype.tensor_type[:-6]}\'')
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{dtype.tensor_type[:-6]}\'')
     for p in params:
         if p.dtype != dtype:
             raise RuntimeError(f"expected scalar type {dtype.tensor_type[:-6]} but found {p.dtype.tensor_type[:-6]}")
     if input._data.dtype.itemsize < 4:
         raise NotImplementedError(
-            f"staticgrad's group_norm computes in float32 and float64; {dtype} input is not built: "
+            f"staticgrad's {op_name} computes in float32 and float64; {dtype} input is not built: "
             "convert the input (and weight and bias) with .float() first.")
 
 
@@ -91,7 +92,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps: float = 1e-5):
     _verify_batch_size([shape[0] * shape[1] // num_groups, num_groups] + shape[2:])
     num_groups = _check_arguments(num_groups, weight, bias, eps)
     _check_shapes(input, num_groups, weight, bias)
-    _check_dtypes(input, weight, bias)
+    check_dtypes(input, (weight, bias), "GroupNormKernelImpl", "group_norm")
     op = OPS[VARIANTS[weight is not None, bias is not None]]
     absent = empty(0, dtype=input.dtype) if weight is None or bias is None else None
     inputs = (input, absent if weight is None else weight, absent if bias is None else bias)

@@ -24,10 +24,12 @@ def _verify_spatial_size(input) -> None:
 
 
 def _repeat(t: Tensor, times: int) -> Tensor:
-    """``t`` (C,) repeated ``times`` times end to end: (times * C,), as ``t.repeat(times)``."""
+    """``t`` (C,) repeated ``times`` times end to end: (times * C,), a new tensor as ``t.repeat(times)``
+    (never a view of ``t``, which the running statistics' write-back changes in place)."""
     if t.dim() > 1:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
-    return t.unsqueeze(0).expand(times, t.numel()).reshape(times * t.numel())
+    repeated = t.unsqueeze(0).expand(times, t.numel()).reshape(times * t.numel())
+    return repeated.clone() if times == 1 else repeated
 
 
 def _check_arguments(input, running_mean, running_var, weight, bias, use_input_stats) -> None:

@@ -49,6 +49,10 @@ def _check_arguments(input, running_mean, running_var, weight, bias, use_input_s
         if t is not None and t.numel() != channels:
             raise RuntimeError(f"{name} should contain {samples * channels} elements not {t.numel() * samples}")
     check_dtypes(input, (weight, bias), "batch_norm", "instance_norm")
+    if input.numel() == 0:
+        raise NotImplementedError(f"staticgrad's instance_norm does not take an empty input (got size "
+                                  f"{list(input.shape)}): skip the call when the batch, the channels or the "
+                                  "trailing dims are empty.")
 
 
 def _update_running(running: Tensor, repeated: Tensor, batch_value: Tensor, momentum, samples: int) -> None:

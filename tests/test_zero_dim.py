@@ -368,6 +368,17 @@ def _random_more_cases():
 
 CASES += _random_more_cases()
 
+
+def _group_norm_cases():
+    """group_norm and instance_norm need (N, C, *): a 0-dim input gets PyTorch's error."""
+    yield Case("F.group_norm", lambda lib, a: lib.nn.functional.group_norm(a, 1), [X])
+    yield Case("F.instance_norm", lambda lib, a: lib.nn.functional.instance_norm(a), [X])
+    yield Case("F.instance_norm", lambda lib, a: lib.nn.functional.instance_norm(
+        a, lib.zeros(1, dtype=lib.float64), lib.ones(1, dtype=lib.float64), use_input_stats=False), [X])
+
+
+CASES += _group_norm_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

@@ -23,6 +23,8 @@ from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from staticgrad.nn.channel_dropout import Dropout2d
 from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from staticgrad.nn.dropout import Dropout
+from staticgrad.nn.group_norm import GroupNorm
+from staticgrad.nn.instance_norm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from staticgrad.nn.layers import (
     Flatten,
     Identity,
@@ -96,11 +98,15 @@ __all__ = [
     "Embedding",
     "Flatten",
     "GRUCell",
+    "GroupNorm",
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
     "HuberLoss",
     "Identity",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
     "KLDivLoss",
     "L1Loss",
     "LSTMCell",

@@ -96,6 +96,8 @@ from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
 from staticgrad.nn.channel_dropout import dropout2d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
+from staticgrad.nn.group_norm import group_norm  # noqa: E402
+from staticgrad.nn.instance_norm import instance_norm  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
 from staticgrad.nn.loss_more import (  # noqa: E402
     binary_cross_entropy,

@@ -51,4 +51,4 @@ __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", 
            "shape_str", "with_emit"]
 
 # Op families added later, each in its own module.
-from staticgrad.ops import activations, casts, math_ops, random_fill, scans, statistics, vector_norm  # noqa: F401  (fill OPS)
+from staticgrad.ops import activations, casts, math_ops, random_fill, rnn_layer, scans, statistics, vector_norm  # noqa: F401  (fill OPS)

@@ -5,7 +5,7 @@ node ``MkldnnRnnLayerBackward0``), and its backward as one op.
 returns (output (L, N, H), h_n, c_n, workspace). The forward projects the whole sequence with one
 matmul, then steps through time (the reverse direction from the last step to the first): per step
 one ``h @ w_hh^T`` matmul, one NumPy tanh over the gate block (sigmoid(x) = tanh(x/2)/2 + 1/2, the
-halving folded exactly into the projection and a halved copy of w_hh^T) and a Numba loop for the
+halving folded exactly into halved copies of the weights) and a Numba loop for the
 rest of the gate arithmetic (staticgrad.ops.rnn_loops). The flat workspace keeps, per step, the
 activated gates, the cell and tanh(cell): what backpropagation through time reads.
 
@@ -65,20 +65,23 @@ def lstm_layer(x, w_ih, w_hh, b_ih, b_hh, h0, c0, out=None, reverse=False):
     dtype = x.dtype
     half = dtype.type(0.5)
     scale = _gate_scale(hidden, dtype)
-    projected = np.matmul(x.reshape(steps * batch, x.shape[2]), w_ih.T)
-    projected += b_ih
-    projected += b_hh
-    projected *= scale
-    projected = projected.reshape(steps, batch, 4 * hidden)
-    w_hh_t = np.multiply(w_hh.T, scale, order="C")  # halved w_hh^T (exact), C-contiguous: BLAS's fast layout
+    # Halved copies of the transposed weights (exact), C-contiguous: the layout BLAS runs fastest.
+    w_ih_t = np.multiply(w_ih.T, scale, order="C")
+    w_hh_t = np.multiply(w_hh.T, scale, order="C")
     output = np.empty((steps, batch, hidden), dtype)
     workspace = np.empty(WORKSPACE_WIDTH * steps * batch * hidden, dtype)
     gates, cells, tanh_cells = _views(workspace, steps, batch, hidden)
+    # The whole sequence's input projection goes straight into the gate blocks (fresh memory costs
+    # page faults: the op allocates no scratch of the sequence's size).
+    projected = gates.reshape(steps * batch, 4 * hidden)
+    np.matmul(x.reshape(steps * batch, x.shape[2]), w_ih_t, out=projected)
+    projected += (b_ih + b_hh) * scale
+    recurrent = np.empty((batch, 4 * hidden), dtype)
     h, c = np.ascontiguousarray(h0), np.ascontiguousarray(c0)
     for t in _order(steps, reverse):
         act = gates[t]
-        np.matmul(h, w_hh_t, out=act)
-        np.add(act, projected[t], out=act)
+        np.matmul(h, w_hh_t, out=recurrent)
+        np.add(act, recurrent, out=act)
         np.tanh(act, out=act)
         loops.gates_forward(act, c, cells[t], half)
         np.tanh(cells[t], out=tanh_cells[t])
@@ -113,17 +116,19 @@ def lstm_layer_backward(x, w_ih, w_hh, h0, c0, output, workspace, *grads, out=No
         t = order[k]
         c_prev = c0 if t == first else cells[order[k - 1]]
         loops.gates_backward(grad_output[t], dh, dc, gates[t], c_prev, tanh_cells[t], dgates[t], one)
-        np.matmul(dgates[t], w_hh, out=dh)
+        if k or needs[5]:  # after the first step, dh is h0's gradient
+            np.matmul(dgates[t], w_hh, out=dh)
     flat = dgates.reshape(steps * batch, 4 * hidden)
     results = []
     if needs[0]:
         results.append(np.matmul(flat, w_ih).reshape(x.shape))
     if needs[1]:
         results.append(np.matmul(flat.T, x.reshape(steps * batch, x.shape[2])))
-    if needs[2]:
-        h0 = h0.reshape(1, batch, hidden)
-        previous = np.concatenate((output[1:], h0) if reverse else (h0, output[:-1]))
-        results.append(np.matmul(flat.T, previous.reshape(steps * batch, hidden)))
+    if needs[2]:  # the steps after the first read h from output, the first reads h0
+        later, previous = (dgates[:-1], output[1:]) if reverse else (dgates[1:], output[:-1])
+        grad_w_hh = np.matmul(later.reshape(-1, 4 * hidden).T, previous.reshape(-1, hidden))
+        grad_w_hh += np.matmul(dgates[first].T, h0)
+        results.append(grad_w_hh)
     if needs[3] or needs[4]:
         grad_bias = flat.sum(0)
         results += [grad_bias] * needs[3] + [grad_bias.copy()] * needs[4]

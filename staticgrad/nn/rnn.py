@@ -1,8 +1,10 @@
-"""LSTMCell and LSTM (unidirectional, no projections; dropout between layers) as PyTorch defines them.
+"""LSTMCell and LSTM (stacked, bidirectional, no projections; dropout between layers) as PyTorch
+defines them.
 
-Each time step is an ordinary chain of staticgrad ops (linear, chunk, sigmoid, tanh, mul, add),
-unrolled in Python, so autograd and the tracer see nothing special: a compiled training step
-records the whole unrolled sequence once per sequence length.
+An LSTMCell step is an ordinary chain of staticgrad ops (linear, chunk, sigmoid, tanh, mul, add).
+An LSTM runs each layer and direction over the whole sequence as one op, ``lstm_layer``
+(staticgrad.ops.rnn_layer), one autograd node each, as PyTorch's mkldnn path does
+(``MkldnnRnnLayerBackward0``): the time loop runs inside the op, not as hundreds of dispatched ops.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import warnings
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import empty, zeros
+from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn import functional as F
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
 from staticgrad.nn.parameter import Parameter
+from staticgrad.ops import OPS
 
 
 def _lstm_update(gates, c):
@@ -120,29 +124,45 @@ class RecurrentLayers(Module):
         return [[getattr(self, name) for name in names] for names in self._all_weights]
 
 
+def lstm_layer(input, w_ih, w_hh, b_ih, b_hh, h0, c0, reverse: bool = False):
+    """One LSTM layer in one direction over the (L, N, H_in) sequence from (h0, c0), each (N, H):
+    ``(output (L, N, H), h_n, c_n)``, under one ``MkldnnRnnLayerBackward0`` node."""
+    output, h_n, c_n, _workspace = dispatch(LSTM_LAYER, (input, w_ih, w_hh, b_ih, b_hh, h0, c0),
+                                            {"reverse": reverse})
+    return output, h_n, c_n
+
+
+LSTM_LAYER = OPS["lstm_layer"]
+
+
 class LSTM(RecurrentLayers):
-    """A stack of LSTM layers over a sequence: ``forward(input, (h_0, c_0))`` ->
-    ``(output, (h_n, c_n))``, input (L, N, H_in), (N, L, H_in) if batch_first, or unbatched (L, H_in)."""
+    """A stack of LSTM layers over a sequence, one or both directions: ``forward(input, (h_0, c_0))``
+    -> ``(output, (h_n, c_n))``, input (L, N, H_in), (N, L, H_in) if batch_first, or unbatched (L, H_in);
+    h_0, c_0 and h_n, c_n are (num_layers * num_directions, N, H); a bidirectional output concatenates
+    both directions on the feature dim."""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  proj_size: int = 0, device=None, dtype=None):
         super().__init__()
         self._check_sizes(input_size, hidden_size, num_layers, dropout)
-        if bidirectional or proj_size != 0:
-            raise NotImplementedError("staticgrad's LSTM supports bidirectional=False and proj_size=0 "
-                                      f"only (got bidirectional={bidirectional}, proj_size={proj_size})")
+        if proj_size != 0:
+            raise NotImplementedError(f"staticgrad's LSTM supports proj_size=0 only (got proj_size={proj_size}); "
+                                      "project the output with an nn.Linear instead")
         if dropout > 0 and num_layers == 1:
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
                           f"expects num_layers greater than 1, but got dropout={dropout} and "
                           f"num_layers={num_layers}", UserWarning, stacklevel=2)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), False, 0
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bool(bidirectional), 0
+        directions = 2 if bidirectional else 1
         self._all_weights = []
         for layer in range(num_layers):
-            self._add_layer_weights(f"_l{layer}", 4 * hidden_size, input_size if layer == 0 else hidden_size,
-                                    hidden_size, bias, dtype)
+            layer_input = input_size if layer == 0 else hidden_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                self._add_layer_weights(suffix, 4 * hidden_size, layer_input, hidden_size, bias, dtype)
         self.reset_parameters()
 
     def forward(self, input, hx=None):
@@ -163,14 +183,15 @@ class LSTM(RecurrentLayers):
         if self.batch_first:
             input = input.transpose(0, 1)
         self._check_input(input)
-        expected = (self.num_layers, input.shape[1], self.hidden_size)
+        directions = 2 if self.bidirectional else 1
+        expected = (self.num_layers * directions, input.shape[1], self.hidden_size)
         if hx is None:
             state = zeros(*expected, dtype=input.dtype)
             hx = (state, state)
         for i, value in enumerate(hx):
             if tuple(value.shape) != expected:
                 raise RuntimeError(f"Expected hidden[{i}] size {expected}, got {list(value.shape)}")
-        output, h_n, c_n = self._layers(input, hx)
+        output, h_n, c_n = self._layers(input.contiguous(), hx, directions)
         if self.batch_first:
             output = output.transpose(0, 1)
         if not batched:
@@ -186,22 +207,26 @@ class LSTM(RecurrentLayers):
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {input.shape[-1]}")
 
-    def _layers(self, input, hx):
-        """Run every layer over the (L, N, H_in) sequence; each layer projects its whole input
-        sequence at once (as PyTorch does), then steps through time; dropout (training only)
-        on every layer's output but the last."""
+    def _layers(self, input, hx, directions: int):
+        """Every layer and direction over the (L, N, H_in) sequence as one lstm_layer op (a layer
+        without bias adds zeros, as PyTorch's does); both directions read the same input, the
+        reverse one from the last step; dropout (training only) on every layer's output but the last."""
         h_n, c_n = [], []
-        for layer, (weights, h, c) in enumerate(zip(self.all_weights, hx[0].unbind(0), hx[1].unbind(0))):
+        for layer in range(self.num_layers):
             if layer > 0 and self.dropout and self.training:
                 input = F.dropout(input, self.dropout, True)
-            w_ih, w_hh, b_ih, b_hh = weights if self.bias else weights + [None, None]
-            steps = []
-            for projected in F.linear(input, w_ih, b_ih).unbind(0):
-                h, c = _lstm_update(F.linear(h, w_hh, b_hh) + projected, c)
-                steps.append(h)
-            input = fn.stack(steps)
-            h_n.append(h)
-            c_n.append(c)
+            outputs = []
+            for direction in range(directions):
+                index = layer * directions + direction
+                weights = self.all_weights[index]
+                if not self.bias:
+                    no_bias = zeros(weights[0].shape[0], dtype=input.dtype)
+                    weights = weights + [no_bias, no_bias]
+                output, h, c = lstm_layer(input, *weights, hx[0][index], hx[1][index], reverse=direction == 1)
+                outputs.append(output)
+                h_n.append(h)
+                c_n.append(c)
+            input = outputs[0] if directions == 1 else fn.cat(outputs, 2)
         return input, fn.stack(h_n), fn.stack(c_n)
 
     def extra_repr(self) -> str:
@@ -214,4 +239,6 @@ class LSTM(RecurrentLayers):
             s += ", batch_first=True"
         if self.dropout:
             s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
         return s

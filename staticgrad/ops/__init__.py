@@ -58,6 +58,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     math_ops,
     random_fill,
     random_more,
+    rnn_layer,
     scans,
     statistics,
     vector_norm,

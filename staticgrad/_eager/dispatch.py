@@ -17,8 +17,9 @@ from staticgrad.ops import OPS, OpDef
 from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.registry import ATTR, INPUT, RESULT, SHAPE
 
-# Scalar attributes that take part in type promotion (PyTorch wraps them as numbers).
-PROMOTING_ATTRS = ("other", "exponent", "base")
+# Scalar attributes that take part in type promotion (PyTorch wraps them as numbers); None is an
+# absent bound (clamp's min or max).
+PROMOTING_ATTRS = ("other", "exponent", "base", "min", "max")
 
 def _dtypes_for(op: OpDef, arrays, attrs):
     """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
@@ -43,7 +44,7 @@ def _dtypes_for(op: OpDef, arrays, attrs):
     if uniform and first.kind == "f":
         compute = first
     else:
-        scalars = [attrs[k] for k in PROMOTING_ATTRS if k in attrs] if attrs else ()
+        scalars = [attrs[k] for k in PROMOTING_ATTRS if attrs.get(k) is not None] if attrs else ()
         dims = [a.dtype for a in arrays if a.ndim]
         zeros = [a.dtype for a in arrays if not a.ndim]
         compute = _dtypes.result_type(dims, zeros, scalars)

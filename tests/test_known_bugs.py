@@ -105,3 +105,49 @@ def test_clamp_of_an_integer_input_replays_in_the_promoted_dtype():
         out, eager = scaled(x, y), sg.clamp(x, min=0.5, max=2) * y
         assert out.dtype == sg.float32 and np.array_equal(out.numpy(), eager.numpy())
     assert scaled.stats.replays >= 2
+
+
+# ---- double backward through nll_loss and cross_entropy ---------------------------------------------
+
+def _class_losses(lib, case):
+    """(loss function of x, x's shape) for one nll_loss / cross_entropy case."""
+    F = lib.nn.functional
+    weight = lib.tensor([0.5, 2.0, 1.0, 3.0], dtype=lib.float64)
+    target2 = lib.tensor([0, 2, 3])
+    target4 = lib.tensor(np.array([[[0, 1], [3, -100]], [[2, 2], [1, 0]]]))
+    return {
+        "nll": (lambda x: F.nll_loss(x, target2), (3, 4)),
+        "nll-weighted-sum": (lambda x: F.nll_loss(x, target2, weight=weight, reduction="sum"), (3, 4)),
+        "nll-none": (lambda x: F.nll_loss(x, target2, reduction="none"), (3, 4)),
+        "nll-1d": (lambda x: F.nll_loss(x, lib.tensor(1)), (4,)),
+        "nll2d-ignore": (lambda x: F.nll_loss(x, target4), (2, 4, 2, 2)),
+        "nll2d-weighted": (lambda x: F.nll_loss(x, target4, weight=weight), (2, 4, 2, 2)),
+        "cross_entropy": (lambda x: F.cross_entropy(x, target2), (3, 4)),
+        "cross_entropy-weighted": (lambda x: F.cross_entropy(x, target2, weight=weight), (3, 4)),
+        "cross_entropy-smoothing": (lambda x: F.cross_entropy(x, target2, label_smoothing=0.2), (3, 4)),
+    }[case]
+
+
+@pytest.mark.parametrize("scale_requires_grad", [False, True], ids=["plain-grad-output", "grad-output-requires-grad"])
+@pytest.mark.parametrize("square", [False, True], ids=["x", "x*x"])
+@pytest.mark.parametrize("case", ["nll", "nll-weighted-sum", "nll-none", "nll-1d", "nll2d-ignore", "nll2d-weighted",
+                                  "cross_entropy", "cross_entropy-weighted", "cross_entropy-smoothing"])
+def test_double_backward_through_class_losses(case, square, scale_requires_grad):
+    """The gradient made with create_graph is a node of the graph (NllLossBackwardBackward0 where
+    nothing else follows the loss's input), and second derivatives equal PyTorch's."""
+    results = {}
+    for lib in (torch, sg):
+        loss_of, shape = _class_losses(lib, case)
+        x = lib.tensor(np.random.default_rng(3).standard_normal(shape), requires_grad=True)
+        loss = loss_of(x * x if square else x)
+        scale = lib.tensor(np.full(tuple(loss.shape), 1.7), requires_grad=scale_requires_grad)
+        g, = lib.autograd.grad(loss, x, grad_outputs=scale, create_graph=True)
+        node = g.grad_fn.name() if g.grad_fn is not None else None
+        results[lib] = [g.requires_grad, node, g.detach().numpy()]
+        if g.requires_grad:
+            wrt = (x, scale) if scale_requires_grad else (x,)
+            results[lib] += [d.numpy() for d in lib.autograd.grad((g * g).sum() + (g * x).sum(), wrt)]
+    want, got = results[torch], results[sg]
+    assert got[:2] == want[:2] and len(got) == len(want)
+    for w, s in zip(want[2:], got[2:]):
+        np.testing.assert_allclose(s, w, rtol=1e-10, atol=1e-12)

@@ -151,3 +151,85 @@ def test_double_backward_through_class_losses(case, square, scale_requires_grad)
     assert got[:2] == want[:2] and len(got) == len(want)
     for w, s in zip(want[2:], got[2:]):
         np.testing.assert_allclose(s, w, rtol=1e-10, atol=1e-12)
+
+
+# ---- the node of an indexed write: CopySlices, IndexPutBackward0, or copy_/fill_ of the whole tensor --
+
+_WRITES = {  # name: (shape, index, value shape or None for a Python number)
+    "slice": ((5,), slice(1, 3), (2,)),
+    "slice-number": ((5,), slice(1, 3), None),
+    "int": ((5,), 2, None),
+    "step": ((5,), slice(None, None, 2), (1,)),
+    "negative-start": ((5,), slice(-5, None), (5,)),
+    "none": ((5,), (slice(None), None), (5, 1)),
+    "row": ((2, 3), 0, (1, 3)),
+    "ellipsis-int": ((2, 3), (Ellipsis, 1), (2,)),
+    "index-tensor": ((5,), [0, 2], (2,)),
+    "mask": ((5,), [True, False, True, False, True], None),
+    "whole-colon-number": ((5,), slice(None), None),
+    "whole-stop-past-end": ((5,), slice(0, 100), (5,)),
+    "whole-ellipsis-0d": ((5,), Ellipsis, ()),
+    "whole-ellipsis-row": ((2, 3), Ellipsis, (3,)),
+    "whole-empty-tuple": ((5,), (), (1,)),
+    "whole-0d-target": ((), Ellipsis, None),
+    "whole-0d-target-1": ((), (), (1,)),
+}
+
+
+@pytest.mark.parametrize("value_requires_grad", [False, True])
+@pytest.mark.parametrize("case", list(_WRITES))
+def test_indexed_write_node_names_values_and_gradients_match_torch(case, value_requires_grad):
+    shape, index, value_shape = _WRITES[case]
+    rng = np.random.default_rng(1)
+    base0 = rng.standard_normal(shape)
+    value0 = 7.5 if value_shape is None else rng.standard_normal(value_shape)
+    seen = {}
+    for lib in (torch, sg):
+        base = lib.tensor(base0, requires_grad=True)
+        value = value0 if value_shape is None else lib.tensor(value0, requires_grad=value_requires_grad)
+        idx = lib.tensor(index) if isinstance(index, list) else index
+        x = base * 1
+        x[idx] = value
+        leaves = [base] + ([value] if value_shape is not None and value_requires_grad else [])
+        weights = lib.tensor(np.linspace(-1, 2, x.numel()).reshape(shape))
+        grads = lib.autograd.grad((x * weights).sum(), leaves)
+        seen[lib] = (x.grad_fn.name(), x.detach().numpy(), [g.numpy() for g in grads])
+    assert seen[sg][0] == seen[torch][0]
+    np.testing.assert_array_equal(seen[sg][1], seen[torch][1])
+    for s, t in zip(seen[sg][2], seen[torch][2]):
+        np.testing.assert_array_equal(s, t)
+
+
+@pytest.mark.parametrize(("shape", "index", "value_shape"), [
+    ((5,), slice(1, 3), (5,)), ((5,), (slice(None), None), (5,)), ((5,), 2, (2,)), ((5,), slice(1, 3), (2, 1, 2)),
+    ((5,), [0, 1], (3,))])
+def test_indexed_write_of_a_value_that_does_not_broadcast_raises_as_torch(shape, index, value_shape):
+    errors = []
+    for lib in (torch, sg):
+        x = lib.zeros(shape, requires_grad=True) * 1
+        with pytest.raises(RuntimeError) as info:
+            x[lib.tensor(index) if isinstance(index, list) else index] = lib.ones(value_shape)
+        errors.append(str(info.value))
+    assert errors[1] == errors[0]
+
+
+def test_indexed_write_replays_as_eager():
+    def step(x, v):
+        y = x * 2
+        y[1:3] = v
+        y[sg.tensor([0, 4])] = v * 3
+        y[...] = y * 0.5
+        return y
+
+    w_eager = sg.tensor(np.ones(5, np.float32), requires_grad=True)
+    w_comp = sg.tensor(np.ones(5, np.float32), requires_grad=True)
+    compiled = sg.compile(lambda x, v: step(x * w_comp, v))
+    for call in range(4):
+        x = sg.tensor(np.arange(5, dtype=np.float32) + call)
+        v = sg.tensor(np.full(2, -call, np.float32))
+        y_eager, y_comp = step(x * w_eager, v), compiled(x, v)
+        assert np.array_equal(y_comp.detach().numpy(), y_eager.detach().numpy())
+        y_eager.sum().backward()
+        y_comp.sum().backward()
+        assert np.array_equal(w_comp.grad.numpy(), w_eager.grad.numpy())
+    assert compiled.stats.replays >= 2

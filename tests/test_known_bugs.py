@@ -233,3 +233,104 @@ def test_indexed_write_replays_as_eager():
         y_comp.sum().backward()
         assert np.array_equal(w_comp.grad.numpy(), w_eager.grad.numpy())
     assert compiled.stats.replays >= 2
+
+
+# ---- floating-point errors give nan/inf silently, as in PyTorch (no NumPy RuntimeWarning) -----------
+
+_INF, _NAN = float("inf"), float("nan")
+_DOMAIN_ERRORS = {  # name: (function of (lib, x), x)
+    "log-negative": (lambda lib, x: lib.log(x), [-1.0, 0.0]),
+    "log2": (lambda lib, x: lib.log2(x), [-1.0, 0.0]),
+    "log10": (lambda lib, x: lib.log10(x), [-1.0, 0.0]),
+    "log1p": (lambda lib, x: lib.log1p(x), [-2.0, -1.0]),
+    "sqrt": (lambda lib, x: lib.sqrt(x), [-1.0, 4.0]),
+    "rsqrt": (lambda lib, x: lib.rsqrt(x), [-1.0, 0.0]),
+    "div-0-by-0": (lambda lib, x: x / x, [0.0, 1.0]),
+    "div-by-0": (lambda lib, x: 1.0 / x, [0.0, -0.0]),
+    "int-div-by-0": (lambda lib, x: x.long() / 0, [1.0, 0.0]),
+    "reciprocal": (lambda lib, x: lib.reciprocal(x), [0.0, 2.0]),
+    "acos": (lambda lib, x: lib.acos(x), [2.0, 0.5]),
+    "asin": (lambda lib, x: lib.asin(x), [-2.0, 0.5]),
+    "acosh": (lambda lib, x: lib.acosh(x), [0.5, 2.0]),
+    "atanh": (lambda lib, x: lib.atanh(x), [1.0, 2.0]),
+    "pow-negative-half": (lambda lib, x: x ** 0.5, [-1.0, 4.0]),
+    "pow-zero-negative": (lambda lib, x: x ** -1.0, [0.0, 2.0]),
+    "exp-overflow": (lambda lib, x: lib.exp(x), [1000.0, 1.0]),
+    "mul-overflow": (lambda lib, x: x * 1e38 * 1e38, [1.0, -1.0]),
+    "inf-minus-inf": (lambda lib, x: x - x, [_INF, 1.0]),
+    "zero-times-inf": (lambda lib, x: x * lib.tensor([0.0, _INF], dtype=x.dtype), [_INF, 0.0]),
+    "fmod-0": (lambda lib, x: lib.fmod(x, 0.0), [1.0, 2.0]),
+    "remainder-0": (lambda lib, x: lib.remainder(x, 0.0), [1.0, 2.0]),
+    "sin-inf": (lambda lib, x: lib.sin(x), [_INF, 1.0]),
+    "cosh-overflow": (lambda lib, x: lib.cosh(x), [1000.0, 1.0]),
+    "sigmoid-overflow": (lambda lib, x: lib.sigmoid(x), [-1000.0, 1.0]),
+    "sum-overflow": (lambda lib, x: (x * 3e38).float().sum(), [1.0, 1.0]),
+    "cast-overflow": (lambda lib, x: (x * 1e300).float(), [1.0, 1.0]),
+    "mean-of-nothing": (lambda lib, x: x[:0].mean(), [1.0, 2.0]),
+    "lerp-infinities": (lambda lib, x: lib.lerp(x, -x, 0.5), [_INF, 1.0]),
+    "softmax-inf": (lambda lib, x: lib.softmax(x, 0), [_INF, 1.0]),
+    "log-in-place": (lambda lib, x: x.clone().log_(), [-1.0, 0.0]),
+    "div-in-place": (lambda lib, x: x.clone().div_(0.0), [0.0, 1.0]),
+    "nan-passes": (lambda lib, x: lib.tanh(x) + x, [_NAN, 1.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(_DOMAIN_ERRORS))
+def test_domain_errors_give_torch_values_without_warnings(case):
+    fn, values = _DOMAIN_ERRORS[case]
+    want = fn(torch, torch.tensor(values, dtype=torch.float64)).numpy()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = fn(sg, sg.tensor(values, dtype=sg.float64)).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-15)  # nan and inf where PyTorch has them
+
+
+@pytest.mark.parametrize(("name", "fn", "at"), [
+    ("sqrt", lambda lib, x: lib.sqrt(x), 0.0), ("log", lambda lib, x: lib.log(x), 0.0),
+    ("acos", lambda lib, x: lib.acos(x), 1.0), ("div", lambda lib, x: 1.0 / x, 0.0),
+    ("pow", lambda lib, x: x ** 0.5, 0.0)])
+def test_gradients_at_singular_points_give_torch_values_without_warnings(name, fn, at):
+    import warnings
+    x = torch.tensor([at, 0.25], dtype=torch.float64, requires_grad=True)
+    want, = torch.autograd.grad(fn(torch, x).sum(), x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = sg.tensor([at, 0.25], dtype=sg.float64, requires_grad=True)
+        got, = sg.autograd.grad(fn(sg, s).sum(), s)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_replay_and_the_interpreter_give_nan_and_inf_without_warnings():
+    """A compiled training step over ops that hit domain errors on some inputs: the generated
+    replay (NumPy calls and fused kernels) and the plain interpreter stay silent."""
+    import warnings
+
+    from staticgrad.compiler.planner import plan_program
+    from staticgrad.runtime.interpreter import Interpreter
+
+    w = sg.tensor(np.ones(4, np.float32), requires_grad=True)
+    opt = sg.optim.SGD([w], lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        y = x * w
+        out = sg.log(y) + sg.sqrt(y) + sg.acos(y) + 1.0 / y + sg.exp(y * 100.0) + y / (y - y)
+        out.sum().backward()
+        opt.step()
+        return out
+
+    def forward(x):
+        return sg.log(x) * 2.0 + sg.sqrt(x) + sg.acos(x) + 1.0 / x + sg.exp(x * 100.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for compiled in (sg.compile(step), sg.compile(forward)):
+            for call in range(4):
+                out = compiled(sg.tensor(np.array([-1.0, 0.0, 2.0, 0.5 + call], np.float32))).detach()
+                assert not np.isfinite(out.numpy()[:2]).any()
+            assert compiled.stats.replays >= 2
+            plan = next(p for p in compiled.plans if p.replayable)
+            inputs, captured, scalars = plan.bind([sg.tensor(np.array([-1.0, 0.0, 3.0, 1.0], np.float32))])
+            Interpreter(plan_program(plan.unfused_graph)).run(inputs, captured, scalars)

@@ -334,3 +334,72 @@ def test_replay_and_the_interpreter_give_nan_and_inf_without_warnings():
             plan = next(p for p in compiled.plans if p.replayable)
             inputs, captured, scalars = plan.bind([sg.tensor(np.array([-1.0, 0.0, 3.0, 1.0], np.float32))])
             Interpreter(plan_program(plan.unfused_graph)).run(inputs, captured, scalars)
+
+
+# ---- double backward through activations: PyTorch's *BackwardBackward0 nodes and values ---------------
+
+def _activation(lib, name):
+    F = lib.nn.functional
+    return {
+        "softplus": F.softplus,
+        "softplus-beta-threshold": lambda x: F.softplus(x, beta=2.0, threshold=3.0),
+        "elu": F.elu,
+        "elu-alpha": lambda x: F.elu(x, alpha=0.5),
+        "selu": F.selu,
+        "celu": lambda x: F.celu(x, alpha=0.7),
+        "elu-in-place": lambda x: F.elu_(x * 1.0, alpha=0.5),
+        "celu-in-place": lambda x: F.celu_(x * 1.0, alpha=1.5),
+        "logsigmoid": F.logsigmoid,
+        "silu": F.silu,
+        "mish": F.mish,
+        "gelu": F.gelu,
+        "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+        "hardtanh": F.hardtanh,
+        "relu": lib.relu,
+    }[name]
+
+
+_ACTIVATIONS = ["softplus", "softplus-beta-threshold", "elu", "elu-alpha", "selu", "celu", "elu-in-place",
+                "celu-in-place", "logsigmoid", "silu", "mish", "gelu", "leaky_relu", "hardtanh", "relu"]
+
+
+@pytest.mark.parametrize("name", _ACTIVATIONS)
+def test_activation_double_backward_nodes_and_values_match_torch(name):
+    x0 = np.concatenate([np.random.default_rng(2).standard_normal(12) * 3, [0.0, 1.5, -30.0, 30.0]])
+    seen = {}
+    for lib in (torch, sg):
+        x = lib.tensor(x0, requires_grad=True)
+        w = lib.tensor(np.linspace(-1.0, 2.0, x0.size), requires_grad=True)
+        y = _activation(lib, name)(x)
+        g, = lib.autograd.grad((y * w).sum(), x, create_graph=True)
+        gx, gw = lib.autograd.grad((g * g).sum(), (x, w))
+        seen[lib] = (y.grad_fn.name(), g.grad_fn.name(), g.detach().numpy(), gx.numpy(), gw.numpy())
+    assert seen[sg][:2] == seen[torch][:2]
+    for s, t in zip(seen[sg][2:], seen[torch][2:]):
+        np.testing.assert_allclose(s, t, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["softplus", "softplus-beta-threshold", "elu-alpha", "celu-in-place", "logsigmoid"])
+def test_activation_double_backward_matches_finite_differences(name):
+    x0 = np.random.default_rng(4).standard_normal(8) * 2
+    w = sg.tensor(np.linspace(-1.0, 2.0, 8))
+
+    def first(values):
+        x = sg.tensor(values, requires_grad=True)
+        g, = sg.autograd.grad((_activation(sg, name)(x) * w).sum(), x, create_graph=True)
+        return x, g
+
+    x, g = first(x0)
+    analytic, = sg.autograd.grad(g.sum(), x)
+    eps = 1e-6
+    numeric = np.array([(first(x0 + eps * e)[1].detach().numpy().sum() - first(x0 - eps * e)[1].detach().numpy().sum())
+                        / (2 * eps) for e in np.eye(8)])
+    np.testing.assert_allclose(analytic.numpy(), numeric, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["softplus-beta-threshold", "elu-alpha", "selu", "celu", "logsigmoid"])
+def test_activation_backward_ops_replay_as_eager(name):
+    from tests.replay_check import replay_matches_eager
+
+    fn = _activation(sg, name)
+    replay_matches_eager(lambda a, b: fn(a - b), lambda rng: (rng.normal(0, 2, (3, 5)), rng.normal(0, 1, (3, 5))))

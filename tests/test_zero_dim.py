@@ -355,7 +355,6 @@ KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
     "Tensor.fill_": "node name FillBackward0, PyTorch 2.13 says FillBackward2 for every fill_",
     "Tensor.copy_": "PyTorch names the node torch::autograd::CopyBackwards",
-    "F.leaky_relu": "composed of where (WhereBackward0), PyTorch has LeakyReluBackward0",
 }
 
 # Double backward differs for reasons that are not about 0-dim tensors.

@@ -374,7 +374,7 @@ def _threshold_backward(g, x, out=None, threshold=0):
 register(OpDef(
     "threshold_backward", _threshold_backward, "elementwise", "ThresholdBackwardBackward0",
     lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None,
-                                None),
+                                F.zeros_like(gg) if need[1] else None),  # piecewise: PyTorch sends zeros to x
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
     lambda x, at: f"(T(0.0) if {x[1]} <= {lit(at['threshold'])} else {x[0]})"))
 

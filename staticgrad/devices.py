@@ -1,5 +1,5 @@
 """What PyTorch scripts ask about devices and threads: there is only the CPU, and the thread count
-sets the threads of the BLAS library (through threadpoolctl when installed) and of Numba's kernels."""
+sets the threads of the BLAS library NumPy loaded (through threadpoolctl) and of Numba's kernels."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ import types
 _threads = {"count": None}
 
 
-def _blas_limits():
-    """threadpoolctl's BLAS controller, or None when threadpoolctl is not installed."""
-    try:
-        import threadpoolctl  # optional: only when installed
-    except ImportError:
-        return None
-    return threadpoolctl.ThreadpoolController()
+def _limit_blas_threads(num: int) -> None:
+    """Limit every BLAS library loaded in the process (OpenBLAS, MKL, BLIS) to ``num`` threads."""
+    import threadpoolctl  # here, not at the top: only set_num_threads needs it
+
+    threadpoolctl.ThreadpoolController().limit(limits=num, user_api="blas")
 
 
 def set_num_threads(num: int) -> None:
@@ -23,9 +21,7 @@ def set_num_threads(num: int) -> None:
     num = int(num)
     if num <= 0:
         raise RuntimeError("set_num_threads expects a positive integer")
-    controller = _blas_limits()
-    if controller is not None:
-        controller.limit(limits=num, user_api="blas")
+    _limit_blas_threads(num)
     try:
         import numba  # loaded on first use, as the kernels load it
         numba.set_num_threads(min(num, numba.config.NUMBA_NUM_THREADS))

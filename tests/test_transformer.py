@@ -507,7 +507,8 @@ def _out_samples():
         "triu": ([x], {"diagonal": 1}),
         "tril": ([x], {"diagonal": -1}),
         "nll_loss2d": ([logp, target], {"reduction": 1, "ignore_index": -100}),
-        "nll_loss2d_backward": ([np.asarray(1.5), target], {"sizes": logp.shape, "reduction": 1, "ignore_index": -100}),
+        "nll_loss2d_backward": ([np.asarray(1.5), logp, target],
+                                {"sizes": logp.shape, "reduction": 1, "ignore_index": -100}),
     }
 
 

@@ -384,14 +384,11 @@ KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
     "Tensor.fill_": "node name FillBackward0, PyTorch 2.13 says FillBackward2 for every fill_",
     "Tensor.copy_": "PyTorch names the node torch::autograd::CopyBackwards",
-    "F.leaky_relu": "composed of where (WhereBackward0), PyTorch has LeakyReluBackward0",
-    "Tensor.__setitem__": "writes through CopySlices where PyTorch's 0-dim copy is CopyBackwards",
 }
 
 # Double backward differs for reasons that are not about 0-dim tensors.
 FIRST_ORDER_ONLY = {
     "F.hardsigmoid": "PyTorch has no derivative of hardsigmoid_backward (staticgrad raises the same error)",
-    "F.nll_loss": "nll_loss's gradient takes no input tensor, so it has no graph to differentiate (PyTorch: zeros)",
 }
 
 

@@ -15,10 +15,12 @@ from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS, OpDef
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.quiet import restore, silence
 from staticgrad.ops.registry import ATTR, INPUT, RESULT, SHAPE
 
-# Scalar attributes that take part in type promotion (PyTorch wraps them as numbers).
-PROMOTING_ATTRS = ("other", "exponent", "base")
+# Scalar attributes that take part in type promotion (PyTorch wraps them as numbers); None is an
+# absent bound (clamp's min or max).
+PROMOTING_ATTRS = ("other", "exponent", "base", "min", "max")
 
 def _dtypes_for(op: OpDef, arrays, attrs):
     """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
@@ -43,7 +45,7 @@ def _dtypes_for(op: OpDef, arrays, attrs):
     if uniform and first.kind == "f":
         compute = first
     else:
-        scalars = [attrs[k] for k in PROMOTING_ATTRS if k in attrs] if attrs else ()
+        scalars = [attrs[k] for k in PROMOTING_ATTRS if attrs.get(k) is not None] if attrs else ()
         dims = [a.dtype for a in arrays if a.ndim]
         zeros = [a.dtype for a in arrays if not a.ndim]
         compute = _dtypes.result_type(dims, zeros, scalars)
@@ -67,14 +69,17 @@ def dispatch(op: OpDef, inputs: tuple, attrs: dict):
     """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them)."""
     arrays = [t._data for t in inputs]
     cast, _out_dtype = _dtypes_for(op, arrays, attrs)
-    if cast is not None:
-        arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
     tracer = Tracing.tracer
     kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
+    quiet = silence()  # log(-1) is nan, 1/0 inf, with no NumPy warning, as in PyTorch
     try:
+        if cast is not None:
+            arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
         result = op.forward(*arrays, **kernel_attrs)
     except Exception as exc:  # NumPy's errors become PyTorch's wording where the op knows it
         raise _explain(op, inputs, attrs, exc) from None
+    finally:
+        restore(quiet)
 
     if type(result) is tuple:
         outputs = tuple(_wrap_output(op, _owned(op, r), inputs) for r in result)
@@ -207,7 +212,11 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
         raise RuntimeError(f"result type {_dtypes.from_numpy_dtype(out_dtype).tensor_type[:-6]} can't be cast "
                            f"to the desired output type {_dtypes.from_numpy_dtype(target_dtype).tensor_type[:-6]}")
     if cast is not None:
-        arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
+        quiet = silence()
+        try:
+            arrays = [a if a.dtype == cast else a.astype(cast) for a in arrays]
+        finally:
+            restore(quiet)
     needs_graph = grad_on and op.backward is not None and any(t._requires_grad for t in inputs)
     if needs_graph and target._base is not None:
         raise RuntimeError(
@@ -223,6 +232,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
             tracer.on_copy(target, original)
     kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
     out = target._data
+    quiet = silence()
     try:
         if out.dtype == (cast or out.dtype):
             op.forward(*arrays, out=out, **kernel_attrs)
@@ -230,6 +240,8 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
             np.copyto(out, op.forward(*arrays, **kernel_attrs), casting="unsafe")
     except Exception as exc:
         raise _explain(op, inputs, attrs, exc) from None
+    finally:
+        restore(quiet)
     target._version_counter[0] += 1
     if tracer is not None:
         tracer.on_op(op, inputs, attrs, (target,), target, cast)

@@ -599,8 +599,8 @@ def expand(input, *sizes):
     shape = input._data.shape
     if len(sizes) < len(shape):
         raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of sizes "
-                           "provided ({}) must be greater or equal to the number of dimensions in the tensor ({})"
-                           .format(len(sizes), len(shape)))
+                           f"provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
+                           f"tensor ({len(shape)})")
     lead = len(sizes) - len(shape)
     target = []
     for i, s in enumerate(sizes):

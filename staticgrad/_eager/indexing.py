@@ -9,10 +9,11 @@ import numpy as np
 
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
-from staticgrad._eager.functions import full_like_scalar, to_dtype, unsqueeze
+from staticgrad._eager.functions import expand, full_like_scalar, reshape, to_dtype, unsqueeze
 from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.shape import _build_index as build_index
 
 FULL_SLICE = ("slice", None, None, None)
 
@@ -154,7 +155,8 @@ def _full_template(items):
 
 
 def setitem(t: Tensor, index, value) -> None:
-    """``t[index] = value`` in place (IndexPutBackward0 / CopySlices when autograd is involved)."""
+    """``t[index] = value`` in place; the node PyTorch shows: IndexPutBackward0 with index tensors,
+    torch::autograd::CopySlices for a view, CopyBackwards / FillBackward3 for the whole tensor."""
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
     template, tensors = _full_template(items)
     if len(tensors) > 4:
@@ -163,4 +165,48 @@ def setitem(t: Tensor, index, value) -> None:
         value = full_like_scalar(t, value)
     if value._data.dtype != t._data.dtype:
         value = to_dtype(value, t._data.dtype)
-    dispatch_inplace(OPS[f"index_put{len(tensors)}"], t, (value,) + tensors, {"template": template})
+    attrs = {"template": template}
+    if not tensors and _selects_whole(template, t._data.shape):
+        attrs["node_name"] = _whole_write_node_name(t, value)
+    shape = value._data.shape
+    if shape and shape[0] == 1:  # PyTorch drops the value's leading 1-sized dims before broadcasting it
+        kept = 0
+        while kept < len(shape) and shape[kept] == 1:
+            kept += 1
+        value = reshape(value, shape[kept:])
+    try:
+        dispatch_inplace(OPS[f"index_put{len(tensors)}"], t, (value,) + tensors, attrs)
+    except ValueError as exc:  # NumPy could not broadcast the value
+        raise _value_shape_error(t, template, tensors, value, exc) from None
+
+
+def _value_shape_error(t: Tensor, template, tensors, value: Tensor, exc: Exception) -> Exception:
+    """PyTorch's error for a value that does not broadcast to the indexed region."""
+    region = np.broadcast_to(np.zeros((), np.int8), t._data.shape)[build_index(template, [i._data for i in tensors])]
+    if tensors:
+        return RuntimeError(f"shape mismatch: value tensor of shape {list(value._data.shape)} cannot be broadcast "
+                            f"to indexing result of shape {list(region.shape)}")
+    try:
+        expand(value, region.shape)  # raises PyTorch's expand error
+    except RuntimeError as expand_error:
+        return expand_error
+    return exc
+
+
+def _selects_whole(template, shape) -> bool:
+    """The index is slices that each start at 0, step by 1 and reach the end: PyTorch's indexing
+    then gives the tensor itself, not a view, and writes it with copy_ or fill_."""
+    if not all(isinstance(item, tuple) for item in template):  # an int or None makes a view
+        return False
+    for (_, start, stop, step), size in zip(template, shape):
+        if start not in (None, 0) or step not in (None, 1) or (stop is not None and stop < size):
+            return False
+    return True  # dims past the index are taken whole
+
+
+def _whole_write_node_name(t: Tensor, value: Tensor) -> str:
+    """PyTorch's node for a write of the whole tensor: copy_ for a value of its shape or of more
+    than 0 dims, fill_ for a 0-dim value (a Python number is one)."""
+    if value._data.shape == t._data.shape or value._data.ndim:
+        return "torch::autograd::CopyBackwards"
+    return "FillBackward3"

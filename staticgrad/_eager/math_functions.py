@@ -10,6 +10,7 @@ from staticgrad._eager.arguments import as_scalar
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
+from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.math_ops import kernel_not_implemented
 
 # ---- transcendental functions: integer and bool inputs give the default float ------------------------
@@ -244,9 +245,23 @@ def clamp(input, min=None, max=None):
     return fn.clamp(input, min, max)
 
 
+# The C++ names PyTorch's in-place clamp gives the types it cannot cast a result to.
+_CLAMP_TARGET_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                       "uint8": "unsigned char", "bool": "bool"}
+
+
 def clamp_(input, min=None, max=None):
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return clamp_tensor_(input, min, max)
+    fn.require_tensor(input, "clamp_")
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    min, max = (None if b is None else as_scalar(b) for b in (min, max))
+    target = input._data.dtype
+    result = _dtypes.result_type([target], (), [b for b in (min, max) if b is not None])
+    if _dtypes.category_of(result) > _dtypes.category_of(target):
+        raise RuntimeError(f"result type {_dtypes.from_numpy_dtype(result).tensor_type[:-6]} can't be cast to "
+                           f"the desired output type {_CLAMP_TARGET_NAMES[target.name]}")
     return fn.clamp_(input, min, max)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.ops.math_ops import into
-from staticgrad.ops.registry import OpDef, Save, as_array, lit, register
+from staticgrad.ops.registry import OPS, OpDef, Save, as_array, lit, register
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -24,6 +24,12 @@ def _min_expr(a: str, bound: str) -> str:
 
 def _max_expr(a: str, bound: str) -> str:
     return f"({bound} if {a} <= {bound} else {a})"
+
+
+def _run(name: str, *arrays, **attrs):
+    """The NumPy forward of a registered op: the backward ops below compute their gradient with the
+    very calls (and so the very bits) that the same formula written with staticgrad ops would."""
+    return OPS[name].forward(*arrays, **attrs)
 
 
 # ---- silu, softplus, mish, logsigmoid: NumPy calls, gradients written with staticgrad ops -------------
@@ -53,15 +59,33 @@ def _softplus(x, out=None, beta=1.0, threshold=20.0):
     return into(np.where(scaled > threshold, x, smooth), out)
 
 
-def _softplus_backward(F, g, s, at, need):
-    x, beta, threshold = s["self"], s["beta"], s["threshold"]
-    scaled = F.mul_scalar(x, other=beta)
-    return (F.where(F.gt_scalar(scaled, other=threshold), g, g * F.sigmoid(scaled)),)
-
-
-register(OpDef("softplus", _softplus, "elementwise", "SoftplusBackward0", _softplus_backward,
+register(OpDef("softplus", _softplus, "elementwise", "SoftplusBackward0",
+               lambda F, g, s, at, need: (F.softplus_backward(g, s["self"], beta=s["beta"], threshold=s["threshold"]),),
                (Save("self", 0), Save("beta", "attr:beta", freed=False),
                 Save("threshold", "attr:threshold", freed=False)), "same"))
+
+
+def _softplus_bw(g, x, out=None, beta=1.0, threshold=20.0):
+    """softplus's gradient: g where x * beta > threshold, else g * sigmoid(x * beta)."""
+    scaled = _run("mul_scalar", x, other=beta)
+    smooth = _run("mul", g, _run("sigmoid", scaled))
+    return _run("where", _run("gt_scalar", scaled, other=threshold), g, smooth, out=out)
+
+
+def _softplus_bw_backward(F, gg, s, at, need):
+    """PyTorch's softplus double backward: the same op on gg, and gg * g * beta * sigmoid'(x * beta)
+    where x * beta < threshold."""
+    x, beta, threshold = s["self"], at["beta"], at["threshold"]
+    grad_x = None
+    if need[1]:
+        scaled = F.mul_scalar(x, other=beta)
+        local = F.mul_scalar(F.sigmoid_backward(gg * s["grad_output"], F.sigmoid(scaled)), other=beta)
+        grad_x = F.where(F.lt_scalar(scaled, other=threshold), local, F.zeros_like(local))
+    return F.softplus_backward(gg, x, beta=beta, threshold=threshold) if need[0] else None, grad_x
+
+
+register(OpDef("softplus_backward", _softplus_bw, "elementwise", "SoftplusBackwardBackward0", _softplus_bw_backward,
+               (Save("grad_output", 0, when=(1,)), Save("self", 1)), "promote"))
 
 
 def _mish(x, out=None):
@@ -92,7 +116,26 @@ def _logsigmoid(x, out=None):
 
 
 register(OpDef("logsigmoid", _logsigmoid, "elementwise", "LogSigmoidBackward0",
-               lambda F, g, s, at, need: (g * F.sigmoid(F.neg(s["self"])),), (Save("self", 0),), "same"))
+               lambda F, g, s, at, need: (F.logsigmoid_backward(g, s["self"]),), (Save("self", 0),), "same"))
+
+
+def _logsigmoid_bw(g, x, out=None):
+    """logsigmoid's gradient: g * sigmoid(-x)."""
+    return _run("mul", g, _run("sigmoid", _run("neg", x)), out=out)
+
+
+def _logsigmoid_bw_backward(F, gg, s, at, need):
+    """PyTorch's logsigmoid double backward: the same op on gg, and gg * g * (z - 1) * z, z = sigmoid(x)."""
+    x = s["self"]
+    grad_x = None
+    if need[1]:
+        z = F.sigmoid(x)
+        grad_x = (gg * s["grad_output"]) * F.add_scalar(z, other=-1.0) * z
+    return F.logsigmoid_backward(gg, x) if need[0] else None, grad_x
+
+
+register(OpDef("logsigmoid_backward", _logsigmoid_bw, "elementwise", "LogSigmoidBackwardBackward0",
+               _logsigmoid_bw_backward, (Save("grad_output", 0, when=(1,)), Save("self", 1)), "promote"))
 
 
 # ---- elu, selu, celu: one op, PyTorch's (alpha, scale, input_scale) ---------------------------------------
@@ -112,24 +155,55 @@ def _elu_node(suffix: str):
     return lambda at: ("CeluBackward" if at.get("celu") else "EluBackward") + suffix
 
 
-def _scaled(F, g, factor):
-    return g if factor == 1 else F.mul_scalar(g, other=factor)
+def _input_scale(s, at) -> float:
+    """The input scale of elu's gradient; celu's is 1 / alpha with alpha rounded to float32, as
+    PyTorch's celu gradient computes it (its forward uses the exact 1 / alpha)."""
+    return 1.0 / float(np.float32(s["alpha"])) if at.get("celu") else s["input_scale"]
 
 
 def _elu_backward(F, g, s, at, need):
-    x, alpha, scale, input_scale = s["self"], s["alpha"], s["scale"], s["input_scale"]
-    slope = F.mul_scalar(F.exp(_scaled(F, x, input_scale)), other=input_scale * alpha * scale)
-    return (F.where(F.gt_scalar(x, other=0), _scaled(F, g, scale), g * slope),)
+    return (F.elu_backward(g, s["self"], alpha=s["alpha"], scale=s["scale"], input_scale=_input_scale(s, at),
+                           is_result=False),)
 
 
 def _elu_result_backward(F, g, s, at, need):
-    y, alpha, scale, input_scale = s["result"], s["alpha"], s["scale"], s["input_scale"]
-    if alpha < 0:
+    if s["alpha"] < 0:
         raise RuntimeError("In-place elu backward calculation is triggered with a negative slope which is not "
                            "supported. This is caused by calling in-place forward function with a negative slope, "
                            "please call out-of-place version instead.")
-    slope = F.mul_scalar(F.add_scalar(y, other=alpha * scale), other=input_scale)
-    return (F.where(F.gt_scalar(y, other=0), _scaled(F, g, scale), g * slope),)
+    return (F.elu_backward(g, s["result"], alpha=s["alpha"], scale=s["scale"], input_scale=_input_scale(s, at),
+                           is_result=True),)
+
+
+def _scaled(g, factor):
+    return g if factor == 1 else _run("mul_scalar", g, other=factor)
+
+
+def _elu_bw(g, x, out=None, alpha=1.0, scale=1.0, input_scale=1.0, is_result=False):
+    """elu's gradient from its input x (or, ``is_result``, from its output y): g * scale where positive,
+    else g * input_scale * alpha * scale * exp(x * input_scale) = g * input_scale * (y + alpha * scale)."""
+    if is_result:
+        slope = _run("mul_scalar", _run("add_scalar", x, other=alpha * scale), other=input_scale)
+    else:
+        slope = _run("mul_scalar", _run("exp", _scaled(x, input_scale)), other=input_scale * alpha * scale)
+    return _run("where", _run("gt_scalar", x, other=0), _scaled(g, scale), _run("mul", g, slope), out=out)
+
+
+def _elu_bw_backward(F, gg, s, at, need):
+    """PyTorch's elu double backward: the same op on gg, and where x (or y) < 0, gg * g * input_scale
+    (from the output) or elu_backward(gg * g * input_scale, x) (from the input)."""
+    x = s["self_or_result"]
+    attrs = {key: at[key] for key in ("alpha", "scale", "input_scale", "is_result")}
+    grad_x = None
+    if need[1]:
+        inner = F.mul_scalar(gg * s["grad_output"], other=at["input_scale"])
+        local = inner if at["is_result"] else F.elu_backward(inner, x, **attrs)
+        grad_x = F.where(F.lt_scalar(x, other=0), local, F.zeros_like(local))
+    return F.elu_backward(gg, x, **attrs) if need[0] else None, grad_x
+
+
+register(OpDef("elu_backward", _elu_bw, "elementwise", "EluBackwardBackward0", _elu_bw_backward,
+               (Save("grad_output", 0, when=(1,)), Save("self_or_result", 1)), "promote"))
 
 
 _ELU_ATTRS = (Save("alpha", "attr:alpha", freed=False), Save("scale", "attr:scale", freed=False),
@@ -165,7 +239,8 @@ def _hardtanh_bw(g, x, out=None, min_val=-1.0, max_val=1.0):
 
 register(OpDef("hardtanh_backward", _hardtanh_bw, "elementwise", "HardtanhBackwardBackward0",
                lambda F, gg, s, at, need: (F.hardtanh_backward(gg, s["self"], min_val=at["min_val"],
-                                                               max_val=at["max_val"]), None),
+                                                               max_val=at["max_val"]) if need[0] else None,
+                                           F.zeros_like(gg) if need[1] else None),  # piecewise linear
                (Save("self", 1),), "promote",
                lambda x, at: (f"(T(0.0) if ({x[1]} <= {lit(at['min_val'])} or {x[1]} >= {lit(at['max_val'])}) "
                               f"else {x[0]})")))
@@ -280,8 +355,9 @@ def _leaky_relu_bw(g, x, out=None, negative_slope=0.01):
 
 
 register(OpDef("leaky_relu_backward", _leaky_relu_bw, "elementwise", "LeakyReluBackwardBackward0",
-               lambda F, gg, s, at, need: (F.leaky_relu_backward(gg, s["self"], negative_slope=at["negative_slope"]),
-                                           None),
+               lambda F, gg, s, at, need: (
+                   F.leaky_relu_backward(gg, s["self"], negative_slope=at["negative_slope"]) if need[0] else None,
+                   F.zeros_like(gg) if need[1] else None),  # piecewise linear: PyTorch sends zeros to x
                (Save("self", 1),), "promote",
                lambda x, at: f"({x[0]} if {x[1]} > T(0.0) else ({x[0]} * {lit(at['negative_slope'])}))"))
 

@@ -277,7 +277,32 @@ _unary("sign", lambda a, out=None: np.sign(a, out=out), "SignBackward0",
        lambda F, g, s, at, need: (F.zeros_like(g),), (), lambda x, at: None, dtype_rule="same")
 
 
+# The C++ names PyTorch's messages give integer types.
+C_TYPE_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t"}
+
+
+def integer_bound(value, dtype: np.dtype):
+    """A Python number bound of an integer array, converted as PyTorch converts it: out of the
+    type's range is an error, except that negatives down to -max wrap on unsigned types (two's
+    complement, so clamp(uint8, min=-1) clamps at 255)."""
+    value = int(value)
+    info = np.iinfo(dtype)
+    lowest = -int(info.max) if dtype.kind == "u" else int(info.min)
+    if value > info.max or value < lowest:
+        raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES[dtype.name]} without overflow")
+    return np.array(value).astype(dtype)[()]
+
+
 def _clamp(a, out=None, min=None, max=None):
+    """np.clip/maximum/minimum in the promoted dtype (dispatch casts ``a`` to it first)."""
+    kind = a.dtype.kind
+    if kind == "b":
+        kernel = "clamp_scalar_cpu" if min is not None and max is not None else \
+            "clamp_min_scalar_cpu" if min is not None else "clamp_max_scalar_cpu"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
+    if kind in "iu":
+        min = None if min is None else integer_bound(min, a.dtype)
+        max = None if max is None else integer_bound(max, a.dtype)
     if min is not None and max is not None:
         return np.clip(a, min, max, out=out)
     if min is not None:
@@ -299,7 +324,7 @@ def _clamp_backward(F, g, s, at, need):
 
 _unary("clamp", _clamp, "ClampBackward1", _clamp_backward,
        (Save("self", 0), Save("min", "attr:min", freed=False), Save("max", "attr:max", freed=False)),
-       lambda x, at: None, dtype_rule="same")
+       lambda x, at: None, dtype_rule="promote")
 
 
 # ---- dedicated backward ops (differentiable again, for create_graph) ------------------------
@@ -349,7 +374,7 @@ def _threshold_backward(g, x, out=None, threshold=0):
 register(OpDef(
     "threshold_backward", _threshold_backward, "elementwise", "ThresholdBackwardBackward0",
     lambda F, gg, s, at, need: (F.threshold_backward(gg, s["self"], threshold=at["threshold"]) if need[0] else None,
-                                None),
+                                F.zeros_like(gg) if need[1] else None),  # piecewise: PyTorch sends zeros to x
     (Save("self", 1), Save("threshold", "attr:threshold", freed=False)), "promote",
     lambda x, at: f"(T(0.0) if {x[1]} <= {lit(at['threshold'])} else {x[0]})"))
 

@@ -159,7 +159,10 @@ def _nll_error(shapes, attrs, exc):
     return None
 
 
-def _nll_loss_backward(g, target, out=None, sizes=(), reduction=1, ignore_index=-100):
+def _nll_loss_backward(g, logp, target, out=None, sizes=(), reduction=1, ignore_index=-100):
+    """The gradient of nll_loss: -g (scaled by the reduction) scattered at the targets. ``logp``, the
+    loss's input, is not read: it is an input, as in PyTorch, so that under ``create_graph`` the
+    gradient is a node of the graph (NllLossBackwardBackward0) whose gradient to it is zero."""
     valid = target != ignore_index
     safe_target = np.where(valid, target, 0)
     if reduction == 1:
@@ -186,21 +189,23 @@ def _nll_family(name: str, node_name: str) -> None:
     backward_name = name + "_backward"
 
     def formula(F, g, s, at, need):
-        grad = getattr(F, backward_name)(g, s["target"], sizes=tuple(s["self_sym_sizes"]),
+        grad = getattr(F, backward_name)(g, s["self"], s["target"], sizes=tuple(s["self_sym_sizes"]),
                                          reduction=at["reduction"], ignore_index=at["ignore_index"])
         return grad, None
 
     def double_formula(F, gg, s, at, need):
-        # d/d(g) of the scatter is the gather of gg at the targets (same reduction): the loss of gg.
-        return getattr(F, name)(gg, s["target"], reduction=at["reduction"], ignore_index=at["ignore_index"]), None
+        # d/d(g) of the scatter is the gather of gg at the targets (same reduction): the loss of gg;
+        # the gradient does not depend on the loss's input (PyTorch sends it zeros).
+        return (getattr(F, name)(gg, s["target"], reduction=at["reduction"], ignore_index=at["ignore_index"])
+                if need[0] else None, F.zeros_like(gg) if need[1] else None, None)
 
     register(OpDef(name, _nll_loss, "other", node_name, formula,
-                   (Save("target", 1), Save("reduction", "attr:reduction", freed=False),
+                   (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False),
                     Save("ignore_index", "attr:ignore_index", freed=False),
                     Save("self_sym_sizes", "shape:0", freed=False)),
                    "same", explain=_nll_error, grad_inputs=(0,)))
     register(OpDef(backward_name, _nll_loss_backward, "other", node_name.replace("Backward0", "BackwardBackward0"),
-                   double_formula, (Save("target", 1),), "same", grad_inputs=(0,)))
+                   double_formula, (Save("target", 2),), "same", grad_inputs=(0, 1)))
 
 
 _nll_family("nll_loss", "NllLossBackward0")

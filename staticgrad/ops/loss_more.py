@@ -182,7 +182,8 @@ def _nll_loss_weighted(logp, target, weight, out=None, reduction=MEAN, ignore_in
     return _reduce(losses.astype(logp.dtype, copy=False), reduction, out)
 
 
-def _nll_loss_weighted_backward(g, target, weight, out=None, sizes=(), reduction=MEAN, ignore_index=-100):
+def _nll_loss_weighted_backward(g, logp, target, weight, out=None, sizes=(), reduction=MEAN, ignore_index=-100):
+    """As the unweighted one: ``logp`` is an input for the graph (create_graph), never read."""
     weights, valid = _target_weights(target, weight, ignore_index)
     if reduction == MEAN:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -207,23 +208,24 @@ def _weighted_nll_family(name: str, node_name: str) -> None:
     backward_name = name + "_backward"
 
     def formula(F, g, s, at, need):
-        grad = getattr(F, backward_name)(g, s["target"], s["weight"], sizes=tuple(s["self_sym_sizes"]),
+        grad = getattr(F, backward_name)(g, s["self"], s["target"], s["weight"], sizes=tuple(s["self_sym_sizes"]),
                                          reduction=at["reduction"], ignore_index=at["ignore_index"])
         return grad, None, None
 
     def double_formula(F, gg, s, at, need):
         loss = getattr(F, name)(gg, s["target"], s["weight"], reduction=at["reduction"],
-                                ignore_index=at["ignore_index"])
-        return loss, None, None
+                                ignore_index=at["ignore_index"]) if need[0] else None
+        return loss, F.zeros_like(gg) if need[1] else None, None, None
 
     register(OpDef(name, _nll_loss_weighted, "other", node_name, formula,
-                   (Save("target", 1), Save("weight", 2), Save("reduction", "attr:reduction", freed=False),
+                   (Save("self", 0), Save("target", 1), Save("weight", 2),
+                    Save("reduction", "attr:reduction", freed=False),
                     Save("ignore_index", "attr:ignore_index", freed=False),
                     Save("self_sym_sizes", "shape:0", freed=False)),
                    "same", grad_inputs=(0,)))
     register(OpDef(backward_name, _nll_loss_weighted_backward, "other",
                    node_name.replace("Backward0", "BackwardBackward0"), double_formula,
-                   (Save("target", 1), Save("weight", 2)), "same", grad_inputs=(0,)))
+                   (Save("target", 2), Save("weight", 3)), "same", grad_inputs=(0, 1)))
 
 
 _weighted_nll_family("nll_loss_weighted", "NllLossBackward0")

@@ -252,6 +252,8 @@ register(OpDef("lerp", _lerp, "elementwise", "LerpBackward1", _lerp_backward,
 
 def _clamp_tensor(a, *bounds, out=None, has_min=True, has_max=True):
     if has_min and has_max:
+        if a.dtype.kind == "b":  # one bound alone is a maximum or minimum, which bool has
+            raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
         return np.minimum(np.maximum(a, bounds[0]), bounds[1], out=out)
     if has_min:
         return np.maximum(a, bounds[0], out=out)

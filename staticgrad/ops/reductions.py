@@ -49,7 +49,12 @@ register(OpDef(
 
 
 def _mean(a, out=None, dim=None, keepdim=False):
-    return np.mean(a, axis=dim, keepdims=keepdim, out=out)
+    if a.size:
+        return np.mean(a, axis=dim, keepdims=keepdim, out=out)
+    # No values: the sum over the count, nan where the count is 0 (NumPy's mean would also warn
+    # "Mean of empty slice", which PyTorch does not).
+    total = np.sum(a, axis=dim, keepdims=keepdim)
+    return np.true_divide(total, _numel_reduced(a.shape, dim), out=out, dtype=total.dtype)
 
 
 def _mean_backward(F, g, s, at, need):

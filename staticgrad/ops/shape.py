@@ -261,7 +261,9 @@ def _index_put_zeros_backward(F, gg, s, at, need):
     return (getattr(F, f"index{n}")(gg, *indices, template=at["template"]),) + (None,) * n
 
 
-def _index_put(a, v, *indices, out=None, template=()):
+def _index_put(a, v, *indices, out=None, template=(), node_name=None):
+    """``a[template with indices] = v`` on a copy of ``a`` (or into ``out``); ``node_name``, which
+    setitem gives a write of the whole tensor, names the autograd node only."""
     if out is None:
         out = np.array(a, copy=True)
     elif out is not a:
@@ -282,6 +284,12 @@ def _index_put_backward(F, g, s, at, need):
     return (grad_a, grad_v) + (None,) * n
 
 
+def _write_through_view_name(at) -> str:
+    """``x[1:3] = v``: PyTorch writes a view of x and shows CopySlices; an index that selects the whole
+    tensor writes x itself (``setitem`` names that node)."""
+    return at.get("node_name", "torch::autograd::CopySlices")
+
+
 # One op per number of index tensors keeps each record's inputs and saves static.
 for _n in range(0, 5):
     _saved_indices = tuple(Save(f"indices{i}", i + 1) for i in range(_n))
@@ -290,8 +298,9 @@ for _n in range(0, 5):
                    "same", explain=_index_error, grad_inputs=(0,)))
     register(OpDef(f"index_put_zeros{_n}", _index_put_zeros, "other", "IndexPutBackward0",
                    _index_put_zeros_backward, _saved_indices, "same", grad_inputs=(0,)))
-    register(OpDef(f"index_put{_n}", _index_put, "other",
-                   "IndexPutBackward0" if _n else "CopySlices", _index_put_backward, _saved_indices,
+    register(OpDef(f"index_put{_n}", _index_put, "other",  # inputs (self, values, *indices)
+                   "IndexPutBackward0" if _n else _write_through_view_name, _index_put_backward,
+                   tuple(Save(f"indices{i}", i + 2) for i in range(_n)),
                    "same", explain=_index_error, grad_inputs=(0, 1)))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from staticgrad._eager.functions import clone
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
+from staticgrad.ops.quiet import restore, silence
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 
@@ -31,7 +32,11 @@ class SGD(Optimizer):
     def _update_group(self, group: dict) -> None:
         if (Tracing.tracer is None and not group["maximize"] and group["weight_decay"] == 0 and not group["nesterov"]
                 and all(type(group[k]) in (int, float) for k in ("lr", "momentum", "dampening"))):
-            self._update_group_untraced(group)
+            quiet = silence()  # an overflow gives inf silently, as the dispatched ops do
+            try:
+                self._update_group_untraced(group)
+            finally:
+                restore(quiet)
             return
         lr = hyper(group, "lr")
         momentum = hyper(group, "momentum")

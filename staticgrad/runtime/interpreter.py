@@ -10,6 +10,7 @@ import numpy as np
 
 from staticgrad.errors import PlanError
 from staticgrad.ops import OPS
+from staticgrad.ops.quiet import restore, silence
 from staticgrad.runtime.arena import Arena
 from staticgrad.runtime.program import MULTI, OUT, VIEW, Program
 
@@ -53,9 +54,11 @@ class Interpreter:
             template = self._idle.pop()
         except IndexError:
             template = self._new_template()
+        quiet = silence()  # floating-point errors give nan/inf silently, as in eager
         try:
             return self._run(template, inputs, captured, scalars, recycled)
         finally:
+            restore(quiet)
             self._idle.append(template)
 
     def _run(self, template: list, inputs: list, captured: list, scalars: list, recycled) -> list:

@@ -13,6 +13,7 @@ import numpy as np
 
 from staticgrad.errors import PlanError
 from staticgrad.ops import OPS
+from staticgrad.ops.quiet import restore, silence
 from staticgrad.runtime.arena import Arena
 from staticgrad.runtime.kernels import load_kernel
 from staticgrad.runtime.program import KERNEL, Program
@@ -72,9 +73,11 @@ class CompiledReplay:
             replay = idle.pop()  # atomic: no two calls get one arena
         except IndexError:
             replay = self._new_replay()
+        quiet = silence()  # floating-point errors give nan/inf silently, as in eager
         try:
             return replay(inputs, captured, scalars, recycled or self._no_recycling)
         finally:
+            restore(quiet)
             if len(idle) < MAX_IDLE_ARENAS:
                 idle.append(replay)
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from staticgrad.compiler.ir import Graph, ScalarSlot
+from staticgrad.ops.quiet import restore, silence
 
 
 def fold_constants(graph: Graph) -> tuple:
@@ -32,7 +33,11 @@ def fold_constants(graph: Graph) -> tuple:
         if not foldable or (not op.inputs and opdef.kind != "factory"):
             kept.append(op)
             continue
-        result = opdef.forward(*[constants[v] for v in op.inputs], **dict(op.attrs))
+        quiet = silence()  # a constant that is nan or inf folds silently, as eager computes it
+        try:
+            result = opdef.forward(*[constants[v] for v in op.inputs], **dict(op.attrs))
+        finally:
+            restore(quiet)
         out = op.outputs[0]
         frozen = _as_eager(result, opdef.is_view, np.dtype(graph.values[out].dtype))
         frozen.flags.writeable = False

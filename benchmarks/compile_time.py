@@ -1,9 +1,11 @@
-"""Compile time of the tiny bench step: trace + passes + plan + code generation, and Numba's
-compile of the fused kernels at the first replay; cold (empty kernel cache) and warm (a second
-process loading the kernels from the on-disk cache). Then what a new batch size costs on a warm
-kernel cache (a partial last batch): its first two calls against an eager step at that size.
+"""Compile time of a training step per bench model family: the extra time of a compiled step's first
+calls until it replays, over as many eager steps (tracing, finishing the record, passes, planning,
+code generation, loading the replay and kernels, and Numba's compile of the fused kernels at the first
+replay); cold (a fresh process, empty kernel cache) and warm (a fresh process, the kernels on disk).
+For the MLP, then what a new batch size costs on a warm kernel cache (a partial last batch): its first
+two calls against an eager step at that size.
 
-    python benchmarks/compile_time.py [--size tiny] [--new-batch-only]
+    python benchmarks/compile_time.py [--model mlp cnn lstm transformer] [--size tiny] [--new-batch-only]
 """
 
 from __future__ import annotations
@@ -17,27 +19,93 @@ import sys
 import tempfile
 import time
 
+# The compiler's phases, timed by wrapping the functions compile calls (in staticgrad.record.compiled's
+# namespace): (phase, name there). Tracing is the rest of a tracing call; Numba is the first replay's
+# time over a steady replay's (kernels compile, or load from the cache, at their first call).
+PHASES = (("finish + backward record", "finish"), ("backward partition", "compile_backward"),
+          ("passes", "run_pipeline"), ("planning", "plan_program"), ("codegen", "generate"),
+          ("load replay + kernels", "CompiledReplay"))
 
-def measure(size_name: str) -> dict:
+
+def _timed_phases() -> dict:
+    """Wrap the compile phases; returns {phase: seconds}, filled as compiles run."""
+    import staticgrad.record.compiled as compiled_module
+
+    totals = dict.fromkeys(name for name, _ in PHASES)
+    for phase, attr in PHASES:
+        inner = getattr(compiled_module, attr)
+        totals[phase] = 0.0
+
+        def timed(*args, _inner=inner, _phase=phase, **kwargs):
+            started = time.perf_counter()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                totals[_phase] += time.perf_counter() - started
+
+        setattr(compiled_module, attr, timed)
+    return totals
+
+
+def measure(family: str, size_name: str = "tiny", eager_only: bool = False) -> dict:
+    """In a fresh process, the compiled step's calls until it first replays (the first thing the
+    process runs after importing staticgrad), against the median eager step of a twin model, then
+    steady replays. Compile = those calls' time less as many steady eager steps (the last call less
+    a steady replay). ``eager_only``: the eager twin's first step over its steady step instead, what
+    a fresh process pays without compile (loading Numba and the ops' own loops, BLAS warm-up)."""
+    started = time.perf_counter()
     import staticgrad
-    from staticgrad.bench.models import SIZES, batches, build, initial_weights
+    from staticgrad.bench.families import as_tensors, bench_model, build, training_step
 
-    size = SIZES[size_name]
-    _, _, step = build(staticgrad, size, initial_weights(size))
-    compiled = staticgrad.compile(step)
-    data = [(staticgrad.tensor(x), staticgrad.tensor(y)) for x, y in batches(size, 4)]
-    calls = []
-    for x, y in data[:3] + data[:3]:
+    import_seconds = time.perf_counter() - started
+    phases = _timed_phases()
+    bench = bench_model(family, size_name)
+    data = as_tensors(staticgrad, bench.batches(4))
+    eager_model, eager_opt = build(staticgrad, bench)
+    eager_step = training_step(staticgrad, bench, eager_model, eager_opt)
+    if eager_only:
         started = time.perf_counter()
-        compiled(x, y)
+        eager_step(*data[0])
+        first = time.perf_counter() - started
+        eager = _median_time(eager_step, data)
+        return {"first_step_seconds": first, "eager_step_seconds": eager, "extra_seconds": first - eager}
+    model, opt = build(staticgrad, bench)
+    compiled = staticgrad.compile(training_step(staticgrad, bench, model, opt))
+    calls, cpu, traced = [], [], []
+    for i in range(10):
+        before = compiled.stats.compile_seconds
+        started, started_cpu = time.perf_counter(), time.process_time()
+        compiled(*data[i % len(data)])
         calls.append(time.perf_counter() - started)
-    steady = sorted(calls[3:])[1]
+        cpu.append(time.process_time() - started_cpu)
+        traced.append(compiled.stats.compile_seconds - before)
+        if compiled.stats.replays:
+            break
+    else:
+        raise RuntimeError(f"the compiled {family} step did not replay in {len(calls)} calls: {compiled.plans}")
+    steady, steady_cpu = _median_time(compiled, data), _median_time(compiled, data, clock=time.process_time)
+    eager_step(*data[0])
+    eager_seconds, eager_cpu = _median_time(eager_step, data), _median_time(eager_step, data, clock=time.process_time)
+    compile_seconds = sum(calls[:-1]) - (len(calls) - 1) * eager_seconds + calls[-1] - steady
+    compile_cpu = sum(cpu[:-1]) - (len(cpu) - 1) * eager_cpu + cpu[-1] - steady_cpu
+    in_phases = sum(phases.values())
     plan = next(p for p in compiled.plans if p.replayable)
-    return {"trace_and_plan_seconds": compiled.stats.compile_seconds / compiled.stats.traces,
-            "first_replay_seconds": calls[2], "steady_replay_seconds": steady,
-            "numba_seconds": calls[2] - steady,
-            "compile_seconds": compiled.stats.compile_seconds / compiled.stats.traces + calls[2] - steady,
-            "kernels": len(plan.program.kernels)}
+    return {"family": family, "compile_seconds": compile_seconds, "compile_cpu_seconds": compile_cpu,
+            "calls": len(calls),
+            "phases": {"tracing": sum(traced) - in_phases - (len(calls) - 1) * eager_seconds, **phases,
+                       "Numba (first replay)": calls[-1] - steady},
+            "import_seconds": import_seconds, "eager_step_seconds": eager_seconds,
+            "steady_replay_seconds": steady, "kernels": len(plan.program.kernels),
+            "ops": len(plan.record.graph.ops)}
+
+
+def _median_time(fn, data: list, count: int = 7, clock=time.perf_counter) -> float:
+    seconds = []
+    for i in range(count):
+        started = clock()
+        fn(*data[i % len(data)])
+        seconds.append(clock() - started)
+    return statistics.median(seconds)
 
 
 def measure_new_batch(size_name: str, new_batch: int | None = None, repeats: int = 15,
@@ -98,37 +166,59 @@ def new_batch_line(r: dict) -> str:
             f"(medians of {r['repeats']})")
 
 
+def _child(args, family: str, cache: str, mode: str = "compiled") -> dict:
+    """One fresh process's measure(); staticgrad's kernels and Numba's other caches (the ops' loops)
+    in ``cache``."""
+    env = dict(os.environ, STATICGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
+    out = subprocess.run([sys.executable, __file__, "--size", args.size, "--child", family, mode], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def report_line(label: str, r: dict) -> str:
+    phases = ", ".join(f"{name} {seconds:.3f}" for name, seconds in r["phases"].items())
+    return (f"  {label}: compile {r['compile_seconds']:.2f} s (CPU {r['compile_cpu_seconds']:.2f} s) "
+            f"over {r['calls']} calls ({phases}); "
+            f"{r['kernels']} kernels, {r['ops']} ops; eager step {r['eager_step_seconds'] * 1e3:.2f} ms, "
+            f"replay {r['steady_replay_seconds'] * 1e3:.2f} ms; import staticgrad {r['import_seconds']:.2f} s")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="tiny")
-    parser.add_argument("--new-batch-only", action="store_true",
-                        help="only the cost of a new batch size, in this process (its kernel cache)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    if "--child" in sys.argv:   # staticgrad's import is timed in the child: nothing imports it before
+        at = sys.argv.index("--child")
+        family, mode, size = sys.argv[at + 1], sys.argv[at + 2], sys.argv[sys.argv.index("--size") + 1]
+        print(json.dumps(measure(family, size, eager_only=mode == "eager")))
+        return
+    from staticgrad.bench.families import FAMILIES
     from staticgrad.bench.runner import machine_line
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", nargs="+", default=["mlp"], choices=list(FAMILIES))
+    parser.add_argument("--size", default="tiny", help="the MLP's size")
+    parser.add_argument("--new-batch-only", action="store_true",
+                        help="only the cost of a new batch size, in this process (its kernel cache)")
+    args = parser.parse_args()
     print(machine_line())
     if args.new_batch_only:
         print(new_batch_line(measure_new_batch(args.size)))
         return
-    if args.child:
-        result = measure(args.size)
-        result["new_batch"] = measure_new_batch(args.size)
-        print(json.dumps(result))
-        return
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, STATICGRAD_CACHE_DIR=cache)
-        runs = []
-        for label in ("cold", "warm"):
-            out = subprocess.run([sys.executable, __file__, "--size", args.size, "--child"], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            runs.append((label, json.loads(out.strip().splitlines()[-1])))
-    for label, r in runs:
-        print(f"{label}: compile {r['compile_seconds']:.2f} s "
-              f"(trace + passes + plan {r['trace_and_plan_seconds']:.3f} s, "
-              f"Numba {r['numba_seconds']:.2f} s for {r['kernels']} kernels); steady replay "
-              f"{r['steady_replay_seconds'] * 1e3:.3f} ms")
-    print(new_batch_line(runs[-1][1]["new_batch"]))
+    rows = []
+    for family in args.model:
+        with tempfile.TemporaryDirectory() as cache:   # one empty kernel cache per family
+            cold, warm = _child(args, family, cache), _child(args, family, cache)
+            eager = _child(args, family, cache, "eager")
+        print(f"{family}:")
+        print(report_line("cold", cold))
+        print(report_line("warm", warm))
+        print(f"  for comparison, without compile: a fresh process's first eager step takes "
+              f"{eager['extra_seconds']:.2f} s more than a steady one (warm caches)")
+        rows.append((family, cold, warm))
+    if "mlp" in args.model:
+        print(new_batch_line(measure_new_batch(args.size)))
+    print(f"\n{'family':12s} {'cold s':>7s} {'warm s':>7s} {'cold CPU s':>11s} {'warm CPU s':>11s}")
+    for family, cold, warm in rows:
+        print(f"{family:12s} {cold['compile_seconds']:7.2f} {warm['compile_seconds']:7.2f} "
+              f"{cold['compile_cpu_seconds']:11.2f} {warm['compile_cpu_seconds']:11.2f}")
 
 
 if __name__ == "__main__":

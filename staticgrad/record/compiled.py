@@ -30,6 +30,7 @@ from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.nn.module import Module
+from staticgrad.ops.registry import jit_loops
 from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
 from staticgrad.record.finish import finish
@@ -38,6 +39,7 @@ from staticgrad.record.plan import Plan
 from staticgrad.record.scalars import CallFloats
 from staticgrad.record.tracer import Tracer
 from staticgrad.record.trees import flatten_outputs
+from staticgrad.runtime.kernels import load_numba
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
@@ -178,6 +180,11 @@ class CompiledFunction:
         # since tracemalloc doubles a trace's time and a new batch size should cost little
         measuring = not tracemalloc.is_tracing() and (not self._cache or key in self._cache)
         if measuring:
+            # Numba's first load in the process (the ops' loops, then the kernels need it) runs here,
+            # untraced: under tracemalloc it costs several times as much, and its allocations are no
+            # part of eager's peak
+            jit_loops()
+            load_numba()
             tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)

@@ -56,6 +56,16 @@ def loaded_kernels() -> dict:
     return dict(_LOADED)
 
 
+def load_numba() -> None:
+    """Import Numba and build its CPU target's typing and code-generation contexts (what its first
+    compile or cache load in a process would do), e.g. before a traced call measures eager memory
+    with tracemalloc, which would otherwise trace Numba's own loading at several times its cost."""
+    from numba.core.registry import cpu_target  # numba loads here, on a first trace, not with staticgrad
+
+    cpu_target.typing_context.refresh()
+    cpu_target.target_context.refresh()
+
+
 def _new_kernel(name: str, source: str):
     """Disk-cached when the cache directory can be written, else compiled in memory (one warning).
     RuntimeError is Numba's "no locator available": it found no writable place for its cache."""

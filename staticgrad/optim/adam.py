@@ -8,9 +8,12 @@ through ``hyper`` (betas through ``_beta``), so a replay re-reads it from ``para
 
 from __future__ import annotations
 
+import numpy as np
+
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import zeros, zeros_like
-from staticgrad._state import replay_scalar
+from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Tracing, replay_scalar
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 
@@ -18,6 +21,22 @@ def _beta(group: dict, index: int):
     """``group['betas'][index]``; while tracing, a number a replay re-reads (``hyper`` for a tuple element)."""
     return replay_scalar(group["betas"][index], lambda: group["betas"][index],
                          ("param_group", id(group), "betas", index))
+
+
+def _numbers(*values) -> bool:
+    return all(type(v) is float or type(v) is int for v in values)
+
+
+def _eager_corrections(step: np.ndarray, beta1: float, beta2: float, lr: float) -> tuple:
+    """(-step_size, bias_correction2_sqrt) as 0-dim float64 tensors, made by the very NumPy calls
+    the traced ops make (to_dtype, rpow_scalar, rsub_scalar, sqrt, reciprocal, mul_scalar, neg):
+    an eager step skips nine dispatches per parameter and keeps the bits a replay computes."""
+    count = step.astype(np.float64)
+    bias_correction1 = np.subtract(1, np.power(beta1, count))
+    bias_correction2_sqrt = np.sqrt(np.subtract(1, np.power(beta2, count)))
+    step_size = np.multiply(np.reciprocal(bias_correction1), lr)
+    make = Tensor._make
+    return make(np.asarray(np.negative(step_size)), False, None), make(np.asarray(bias_correction2_sqrt), False, None)
 
 
 class Adam(Optimizer):
@@ -61,7 +80,7 @@ class Adam(Optimizer):
                     state["max_exp_avg_sq"] = zeros_like(p)
             if group["maximize"]:
                 grad = -grad
-            step = state["step"].add_(1).double()
+            step = state["step"].add_(1)
             if group["weight_decay"] != 0:
                 if group["decoupled_weight_decay"]:
                     p.mul_(1 - lr * weight_decay)
@@ -70,14 +89,18 @@ class Adam(Optimizer):
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_(grad, grad, value=1 - beta2)
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
-            step_size = lr / bias_correction1
+            if Tracing.tracer is None and _numbers(lr, beta1, beta2):
+                negative_step_size, bias_correction2_sqrt = _eager_corrections(step._data, beta1, beta2, lr)
+            else:
+                step = step.double()
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+                negative_step_size = -(lr / bias_correction1)
             second_moment = exp_avg_sq
             if group["amsgrad"]:
                 second_moment = state["max_exp_avg_sq"].copy_(fn.maximum(state["max_exp_avg_sq"], exp_avg_sq))
             denom = (second_moment.sqrt() / bias_correction2_sqrt).add_(eps)
-            p.add_(exp_avg * -step_size / denom)  # addcdiv_(exp_avg, denom, value=-step_size)
+            p.add_(exp_avg * negative_step_size / denom)  # addcdiv_(exp_avg, denom, value=-step_size)
 
 
 class AdamW(Adam):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from tests.oracle import compare, finite_difference_check
 
 torch = pytest.importorskip("torch")
@@ -143,13 +144,7 @@ def test_compiled_training_step_updates_buffers_exactly_as_eager(momentum):
         model = cnn(momentum)
         opt = sg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = sg.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = training_step(sg, model, opt)
         sides.append((model, sg.compile(step) if compiled else step))
     rng = np.random.default_rng(9)
     for i in range(6):

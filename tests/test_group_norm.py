@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from tests.oracle import compare, finite_difference_check, same_error, torch
 
 # (input shape, num_groups): ranks 2 to 5, one group, one channel per group.
@@ -226,12 +227,7 @@ def test_compiled_training_step_replays_eager_bit_for_bit():
         model = _model()
         opt = sg.optim.SGD(model.parameters(), lr=0.05)
 
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = sg.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(sg, model, opt)
         sides.append((model, sg.compile(step) if compiled else step))
     rng = np.random.default_rng(8)
     for call in range(5):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
+from staticgrad.bench.models import training_step
 from tests.oracle import compare, finite_difference_check, same_error, torch
 
 SHAPES = [(3, 4, 5), (2, 3, 4, 5), (2, 2, 3, 2, 2)]
@@ -169,12 +170,7 @@ def test_compiled_training_step_replays_eager_bit_for_bit():
                                  sg.nn.Flatten(), sg.nn.Linear(4 * 5 * 5, 3))
         opt = sg.optim.SGD(model.parameters(), lr=0.05)
 
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = sg.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(sg, model, opt)
         sides.append((model, sg.compile(step) if compiled else step))
     rng = np.random.default_rng(8)
     for call in range(5):

@@ -386,6 +386,14 @@ def _accumulate_into_nonleaf(t: Tensor, g: Tensor) -> None:
         t._grad = t._grad + g
 
 
+def _stealable(variable: Tensor, g: Tensor, owned: bool) -> bool:
+    """``g`` may become ``variable.grad`` as it is: the engine owns it, and it is a writable
+    C-contiguous array of its own in the variable's dtype."""
+    data = g._data
+    return (owned and g._base is None and data.flags.c_contiguous and data.flags.writeable
+            and data.dtype == variable._data.dtype)
+
+
 def _accumulate_into_leaves(leaves: list) -> None:
     """Accumulate (variable, gradient, owned) into leaves without hooks: a fresh gradient that fits
     becomes ``.grad`` as it is (the common first backward after ``zero_grad``), with one bump of
@@ -396,9 +404,7 @@ def _accumulate_into_leaves(leaves: list) -> None:
         return
     bump = False
     for variable, g, owned in leaves:
-        data = g._data
-        if (variable._grad is None and owned and g._base is None and data.flags.c_contiguous
-                and data.flags.writeable and data.dtype == variable._data.dtype and data.shape == variable._data.shape):
+        if variable._grad is None and g._data.shape == variable._data.shape and _stealable(variable, g, owned):
             variable._grad = g
             bump = bump or variable._captured
         else:
@@ -418,10 +424,8 @@ def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:
     traced = Tracing.tracer is not None
     current = variable.grad if traced else variable._grad
     if current is None:
-        data = g._data
-        if (not GradMode.enabled and owned and g._base is None and data.flags.c_contiguous
-                and data.flags.writeable and data.dtype == variable._data.dtype):
-            if traced or data.shape != variable._data.shape:
+        if not GradMode.enabled and _stealable(variable, g, owned):
+            if traced or g._data.shape != variable._data.shape:
                 variable.grad = g
             else:   # a gradient already checked to fit, outside a trace
                 variable._store_grad(g)

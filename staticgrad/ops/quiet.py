@@ -21,9 +21,16 @@ except ImportError:  # another NumPy layout
     _extobj_contextvar = None
 
 
+# np.geterr without its wrapper's copying, where this NumPy has it (a dict holding the four error
+# kinds and two more entries): compiled calls ask it on every call
+error_state = getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "_get_extobj_dict", np.geterr)
+ERROR_KINDS = ("divide", "over", "under", "invalid")
+
+
 def _without_warnings() -> dict:
     """The current error state's settings with "warn" made "ignore"."""
-    return {kind: "ignore" if mode == "warn" else mode for kind, mode in np.geterr().items()}
+    state = error_state()
+    return {kind: "ignore" if state[kind] == "warn" else state[kind] for kind in ERROR_KINDS}
 
 
 if _extobj_contextvar is not None:

@@ -30,6 +30,7 @@ from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.nn.module import Module
+from staticgrad.ops.quiet import ERROR_KINDS, error_state
 from staticgrad.ops.registry import jit_loops
 from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
@@ -275,15 +276,11 @@ def _floating_point_errors_trapped() -> bool:
     """``np.errstate``/``np.seterr`` asks floating-point errors to raise or call a function. Fused
     kernels never signal them and a replay's side effects land in another order than eager's, so
     such calls run eagerly: the error comes from the same op, with the same state, as without compile."""
-    state = _error_state()
-    return not (state["divide"] in _QUIET_ERRORS and state["over"] in _QUIET_ERRORS
-                and state["under"] in _QUIET_ERRORS and state["invalid"] in _QUIET_ERRORS)
+    state = error_state()
+    return not all(state[kind] in _QUIET_ERRORS for kind in ERROR_KINDS)
 
 
 _QUIET_ERRORS = frozenset(("ignore", "warn"))
-# np.geterr without its wrapper (a dict with the four error kinds and two more entries), where
-# this NumPy has it: it is asked on every call of a compiled function
-_error_state = getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "_get_extobj_dict", np.geterr)
 
 
 def _captured_roles(record) -> dict:

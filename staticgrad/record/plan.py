@@ -15,6 +15,7 @@ from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Epoch, GradEpoch, bump_grad_epoch
 from staticgrad.inspect import plan_report
 from staticgrad.record.profiling import profile_plan
+from staticgrad.record.trace_record import grad_state
 from staticgrad.record.trees import rebuild_outputs
 
 _MISSING = object()
@@ -92,17 +93,15 @@ class Plan:
             if current is not obj:
                 return False
         for index, expected in self.record.input_guards:
-            g = flat[index]._grad
-            if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
+            if grad_state(flat[index]) != expected:
                 return False
         if self._epoch != Epoch.value:
             if not self._state_guards_hold():
                 return False
             self._epoch, self._grad_epoch = Epoch.value, GradEpoch.value
         elif self._grad_guards and self._grad_epoch != GradEpoch.value:
-            for t, expected in self._grad_guards:   # each guard's check, inline: a step reads many .grad
-                g = t._grad
-                if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
+            for t, expected in self._grad_guards:   # one loop: a step reads many .grad
+                if grad_state(t) != expected:
                     return False
             self._grad_epoch = GradEpoch.value
         return True
@@ -114,8 +113,7 @@ class Plan:
             if current is not obj:
                 return f"the global or closure variable {name or ''} now names another object"
         for index, expected in self.record.input_guards:
-            g = flat[index]._grad
-            if (None if g is None else (g._data.shape, g._data.dtype)) != expected:
+            if grad_state(flat[index]) != expected:
                 return f"the .grad of argument {index}"
         for t, shape, dtype, requires_grad in self._captured_meta:
             if t._data.shape != shape or t._data.dtype != dtype or t._requires_grad != requires_grad:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def grad_state(t):
+    """What a plan guards about a tensor's ``.grad``: None, or its (shape, dtype)."""
+    g = t._grad
+    return None if g is None else (g._data.shape, g._data.dtype)
+
+
 @dataclass
 class Guard:
     """A value a plan depends on: ``check()`` must equal ``expected`` for a replay to be valid.

@@ -18,7 +18,7 @@ from staticgrad._state import Tracing
 from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
 from staticgrad.record.scalars import ScalarRef, _raw, reads_argument
-from staticgrad.record.trace_record import Guard
+from staticgrad.record.trace_record import Guard, grad_state
 
 
 @dataclass(slots=True)
@@ -290,7 +290,7 @@ class Tracer:
             return
         self.grad_slots[key] = self._slot_ref(t)
         grad = t._grad
-        expected = None if grad is None else (grad._data.shape, grad._data.dtype)
+        expected = grad_state(t)
         if key in self.input_ids:
             self.input_guards.append((self.input_ids[key], expected))
         else:
@@ -319,7 +319,4 @@ class Tracer:
 
 
 def _grad_state(t: Tensor):
-    def check():
-        g = t._grad
-        return None if g is None else (g._data.shape, g._data.dtype)
-    return check
+    return lambda: grad_state(t)

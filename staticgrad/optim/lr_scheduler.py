@@ -1,7 +1,7 @@
 """Learning-rate schedulers with PyTorch's lr sequences (the same recursive formulas, so the same
 floats): StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LambdaLR, OneCycleLR,
-ReduceLROnPlateau, MultiplicativeLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingWarmRestarts
-and SequentialLR. A scheduler only writes ``group["lr"]`` (and OneCycleLR the momentum); a
+ReduceLROnPlateau, MultiplicativeLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingWarmRestarts,
+SequentialLR and ChainedScheduler. A scheduler only writes ``group["lr"]`` (and OneCycleLR the momentum); a
 compiled training step re-reads those numbers on every replay, so a new lr needs no retrace."""
 
 from __future__ import annotations
@@ -454,7 +454,8 @@ class ReduceLROnPlateau(LRScheduler):
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
 
-# ---- MultiplicativeLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingWarmRestarts, SequentialLR ----
+# ---- MultiplicativeLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingWarmRestarts, SequentialLR,
+#      ChainedScheduler ----
 
 
 class MultiplicativeLR(LRScheduler):
@@ -610,9 +611,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
 
 def _check_chain(kind: str, optimizer, schedulers) -> None:
-    """PyTorch's checks of the schedulers a SequentialLR runs."""
-    if len(schedulers) < 1:
-        raise ValueError(f"{kind} expects at least one scheduler, but got no scheduler.")
+    """PyTorch's checks of the schedulers a SequentialLR or ChainedScheduler runs (the list is not empty)."""
     for index, scheduler in enumerate(schedulers):
         if not hasattr(scheduler, "optimizer"):
             raise TypeError(f"{kind} at index {index} should have `optimizer` as its attribute.")
@@ -626,10 +625,28 @@ def _check_chain(kind: str, optimizer, schedulers) -> None:
                              f"different from {type(optimizer).__name__}.")
 
 
+def _state_with_members(scheduler) -> dict:
+    """A chaining scheduler's state: its own attributes and each member's state dict, in order."""
+    state = {key: value for key, value in scheduler.__dict__.items() if key not in ("optimizer", "_schedulers")}
+    state["_schedulers"] = [s.state_dict() for s in scheduler._schedulers]
+    return state
+
+
+def _load_with_members(scheduler, state_dict: dict) -> None:
+    """Load what ``_state_with_members`` saved (the given dict is left as it was)."""
+    state = dict(state_dict)
+    members = state.pop("_schedulers")
+    scheduler.__dict__.update(state)
+    for member, saved in zip(scheduler._schedulers, members):
+        member.load_state_dict(saved)
+
+
 class SequentialLR(LRScheduler):
     """Run ``schedulers[0]`` until ``milestones[0]``, then the next one (restarted from its epoch 0), and so on."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got no scheduler.")
         _check_chain(type(self).__name__, optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
@@ -665,14 +682,28 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self) -> dict:
-        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
+    state_dict = _state_with_members
+    load_state_dict = _load_with_members
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        state = dict(state_dict)
-        schedulers = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for scheduler, saved in zip(self._schedulers, schedulers):
-            scheduler.load_state_dict(saved)
+
+class ChainedScheduler(LRScheduler):
+    """Step every scheduler of ``schedulers`` on each ``step()``, in order, so their factors multiply
+    (e.g. a ConstantLR warm-up on top of an ExponentialLR decay); all share one optimizer."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be chained, but got no "
+                             "scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_chain(type(self).__name__, optimizer, schedulers)
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = _lrs(schedulers[-1].optimizer)
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    state_dict = _state_with_members
+    load_state_dict = _load_with_members

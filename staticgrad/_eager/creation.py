@@ -1,13 +1,17 @@
 """Making tensors: from data (``tensor``, ``from_numpy``), factories (``zeros``, ``ones``,
-``full``, ``arange``, ``eye``) and random draws (``randn``, ``rand``, ``randint``)."""
+``full``, ``arange``, ``eye``) and random draws (``randn``, ``rand``, ``randint``). Sizes are read by
+staticgrad/_eager/sizes.py, with PyTorch's errors."""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
-from staticgrad._eager.arguments import as_scalar, shape_argument
+from staticgrad._eager.arguments import as_scalar
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.generator import draw_source
+from staticgrad._eager.sizes import check_size, given, invalid_arguments, sequence_size, varargs_size
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
@@ -117,18 +121,21 @@ def full(size, fill_value, *, dtype=None, requires_grad=False, device=None) -> T
         default = None
     else:
         default = np.dtype(np.bool_) if isinstance(value, bool) else np.dtype(np.int64)
-    return _factory("full", requires_grad, shape=shape_argument((size,)), value=value, dtype=_np_dtype(dtype, default))
+    return _factory("full", requires_grad, shape=sequence_size("full", size), value=value,
+                    dtype=_np_dtype(dtype, default))
 
 
 def zeros(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _factory("full", requires_grad, shape=shape_argument(size), value=0.0, dtype=_np_dtype(dtype))
+    return _factory("full", requires_grad, shape=varargs_size("zeros", size), value=0.0, dtype=_np_dtype(dtype))
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _factory("full", requires_grad, shape=shape_argument(size), value=1.0, dtype=_np_dtype(dtype))
+    return _factory("full", requires_grad, shape=varargs_size("ones", size), value=1.0, dtype=_np_dtype(dtype))
 
 
-empty = zeros
+def empty(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """A new tensor of ``size`` (filled with zeros: staticgrad never hands out uninitialised memory)."""
+    return _factory("full", requires_grad, shape=varargs_size("empty", size), value=0.0, dtype=_np_dtype(dtype))
 
 
 def _like(input: Tensor, dtype):
@@ -172,11 +179,15 @@ def _source(generator) -> dict:
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    return _factory("randn", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype), **_source(generator))
+    keywords = {"generator": generator, "dtype": dtype, "requires_grad": requires_grad}
+    return _factory("randn", requires_grad, shape=varargs_size("randn", size, keywords), dtype=_np_dtype(dtype),
+                    **_source(generator))
 
 
 def rand(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    return _factory("rand", requires_grad, shape=shape_argument(size), dtype=_np_dtype(dtype), **_source(generator))
+    keywords = {"generator": generator, "dtype": dtype, "requires_grad": requires_grad}
+    return _factory("rand", requires_grad, shape=varargs_size("rand", size, keywords), dtype=_np_dtype(dtype),
+                    **_source(generator))
 
 
 def randn_like(input, *, dtype=None, requires_grad=False) -> Tensor:
@@ -189,12 +200,24 @@ def rand_like(input, *, dtype=None, requires_grad=False) -> Tensor:
     return _factory("rand", requires_grad, shape=shape, dtype=np_dtype)
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, requires_grad=False) -> Tensor:
-    if size is None:
-        raise TypeError("randint() missing required argument 'size'")
-    if high is None:
-        low, high = 0, low
-    return _factory("randint", requires_grad, shape=shape_argument((size,)), low=low, high=high,
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, requires_grad=False,
+            device=None) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)`` (each also by keyword): integers drawn
+    uniformly from ``[low, high)`` (int64 unless ``dtype``)."""
+    got = given(args, low=low, high=high, size=size, generator=generator, dtype=dtype, requires_grad=requires_grad)
+    if size is None and high is None and len(args) in (2, 3):
+        *bounds, size = args
+    else:
+        bounds = list(args) + [b for b in (low, high) if b is not None]
+    if (len(bounds) not in (1, 2) or (low is not None and high is None) or size is None
+            or not isinstance(size, (tuple, list))):
+        raise invalid_arguments("randint", got, ("int high, ", "int low, int high, "))
+    try:
+        dims = [int(operator.index(d)) for d in size]
+    except TypeError:
+        raise invalid_arguments("randint", got, ("int high, ", "int low, int high, ")) from None
+    low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+    return _factory("randint", requires_grad, shape=check_size("randint", dims), low=low, high=high,
                     dtype=_np_dtype(dtype, np.dtype(np.int64)), **_source(generator))
 
 

@@ -21,6 +21,14 @@ UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "
          "log10", "log1p", "expm1", "erf")
 
 
+def _name_as_public(function, inplace, public: str) -> None:
+    """Name ``function`` and ``inplace`` where users reach them (``staticgrad.sin``,
+    ``staticgrad.Tensor.sin_``), so pickle stores them by reference as it does PyTorch's."""
+    function.__name__ = function.__qualname__ = public
+    inplace.__name__, inplace.__qualname__ = public + "_", f"Tensor.{public}_"
+    function.__module__ = inplace.__module__ = "staticgrad"
+
+
 def _unary(name: str, public: str, check=None):
     op = OPS[name]
     inplace_op = OPS.get(name + "_inplace", op)
@@ -36,7 +44,7 @@ def _unary(name: str, public: str, check=None):
             check(input)
         return dispatch_inplace(inplace_op, input, (), {})
 
-    function.__name__, inplace.__name__ = public, public + "_"
+    _name_as_public(function, inplace, public)
     function.__doc__ = f"torch.{public}: elementwise, with PyTorch's gradient and dtype rules."
     return function, inplace
 
@@ -126,7 +134,7 @@ def _tensor_pair(name: str):
         fn.require_tensor(other, name + "_", "other", 1)
         return dispatch_inplace(op, input, (other,), {})
 
-    function.__name__, inplace.__name__ = name, name + "_"
+    _name_as_public(function, inplace, name)
     return function, inplace
 
 

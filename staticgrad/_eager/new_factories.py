@@ -6,24 +6,29 @@ from __future__ import annotations
 import warnings
 
 from staticgrad._eager import creation
+from staticgrad._eager.sizes import sequence_size, varargs_size
 from staticgrad._eager.tensor import Tensor
 
 
 def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-    return creation.zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device)
+    return creation.zeros(varargs_size("new_zeros", size), dtype=dtype or self.dtype, requires_grad=requires_grad,
+                          device=device)
 
 
 def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-    return creation.ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device)
+    return creation.ones(varargs_size("new_ones", size), dtype=dtype or self.dtype, requires_grad=requires_grad,
+                         device=device)
 
 
 def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-    return creation.empty(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device)
+    return creation.empty(varargs_size("new_empty", size), dtype=dtype or self.dtype, requires_grad=requires_grad,
+                          device=device)
 
 
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
               pin_memory=False):
-    return creation.full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device)
+    return creation.full(sequence_size("new_full", size), fill_value, dtype=dtype or self.dtype,
+                         requires_grad=requires_grad, device=device)
 
 
 def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):

@@ -11,6 +11,7 @@ import numpy as np
 
 from staticgrad._eager.creation import _source
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
+from staticgrad._eager.out_argument import refuse_autograd, write_out
 from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -46,17 +47,28 @@ def _check_p(p) -> float:
     return p
 
 
-def bernoulli(input, p=None, *, generator=None) -> Tensor:
+def _bernoulli_arguments_error(*got) -> TypeError:
+    """PyTorch's error for arguments that match neither form of ``torch.bernoulli``."""
+    return TypeError(f"bernoulli() received an invalid combination of arguments - got ({', '.join(got)}), but "
+                     "expected one of:\n * (Tensor input, *, torch.Generator generator = None, Tensor out = None)\n"
+                     " * (Tensor input, float p, *, torch.Generator generator = None)\n")
+
+
+def bernoulli(input, p=None, *, generator=None, out=None) -> Tensor:
     """``torch.bernoulli(input)``: 0/1 draws with the probabilities in ``input`` (its dtype, zero
-    gradient to it); ``torch.bernoulli(input, p)``: draws with probability ``p`` in ``input``'s
-    shape and dtype (a node with no derivative, as PyTorch's)."""
+    gradient to it), or written into ``out`` (any dtype); ``torch.bernoulli(input, p)``: draws with
+    probability ``p`` in ``input``'s shape and dtype (a node with no derivative, as PyTorch's)."""
+    if out is not None:
+        got = ["Tensor"] + ([] if p is None else [type(p).__name__])
+        if p is not None or not isinstance(out, Tensor):
+            raise _bernoulli_arguments_error(*got, f"out={type(out).__name__}")
+        refuse_autograd("bernoulli", input, out)
     if p is None:
         _require_floating_probabilities(input)
-        return dispatch(OPS["bernoulli"], (input,), _source(generator))
+        result = dispatch(OPS["bernoulli"], (input,), _source(generator))
+        return result if out is None else write_out("bernoulli", result, out)
     if isinstance(p, Tensor):
-        raise TypeError("bernoulli() received an invalid combination of arguments - got (Tensor, Tensor), "
-                        "but expected one of:\n (Tensor input, *, torch.Generator generator)\n"
-                        " (Tensor input, float p, *, torch.Generator generator)")
+        raise _bernoulli_arguments_error("Tensor", "Tensor")
     return dispatch(OPS["bernoulli_like"], (input,), {"p": _check_p(p), **_source(generator)})
 
 
@@ -128,15 +140,20 @@ def _sample_count(num_samples) -> int:
                         f"{type(num_samples).__name__}") from None
 
 
-def multinomial(input, num_samples, replacement=False, *, generator=None) -> Tensor:
+def multinomial(input, num_samples, replacement=False, *, generator=None, out=None) -> Tensor:
     """``num_samples`` category indices (int64) per row of ``input`` (1-D or 2-D non-negative
-    weights, not necessarily summing to 1), with or without replacement. The output's shape
-    depends only on the arguments, so a compiled function records the draw and re-draws it."""
+    weights, not necessarily summing to 1), with or without replacement, or written into ``out``
+    (an int64 tensor). The output's shape depends only on the arguments, so a compiled function
+    records the draw and re-draws it."""
     num_samples = _sample_count(num_samples)
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"multinomial(): argument 'out' must be Tensor, not {type(out).__name__}")
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not _is_floating(input):
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {_type_name(input)}")
+    if out is not None and out._data.dtype != np.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {_type_name(out)}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     categories = input.shape[-1]
@@ -145,7 +162,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None) -> Ten
     if categories > 2 ** 24:
         raise RuntimeError("number of categories cannot exceed 2^24")
     attrs = {"num_samples": num_samples, "replacement": bool(replacement), **_source(generator)}
-    return dispatch(OPS["multinomial"], (input,), attrs)
+    result = dispatch(OPS["multinomial"], (input,), attrs)
+    return result if out is None else write_out("multinomial", result, out)
 
 
 def _multinomial_method(self, num_samples, replacement=False, *, generator=None) -> Tensor:

@@ -204,18 +204,22 @@ def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, r
             device=None) -> Tensor:
     """``randint(high, size)`` or ``randint(low, high, size)`` (each also by keyword): integers drawn
     uniformly from ``[low, high)`` (int64 unless ``dtype``)."""
-    got = given(args, low=low, high=high, size=size, generator=generator, dtype=dtype, requires_grad=requires_grad)
+    def no_form_matches() -> TypeError:
+        got = given(args, low=low, high=high, size=size, generator=generator, dtype=dtype,
+                    requires_grad=requires_grad)
+        return invalid_arguments("randint", got, ("int high, ", "int low, int high, "))
+
     if size is None and high is None and len(args) in (2, 3):
         *bounds, size = args
     else:
         bounds = list(args) + [b for b in (low, high) if b is not None]
     if (len(bounds) not in (1, 2) or (low is not None and high is None) or size is None
             or not isinstance(size, (tuple, list))):
-        raise invalid_arguments("randint", got, ("int high, ", "int low, int high, "))
+        raise no_form_matches()
     try:
         dims = [int(operator.index(d)) for d in size]
     except TypeError:
-        raise invalid_arguments("randint", got, ("int high, ", "int low, int high, ")) from None
+        raise no_form_matches() from None
     low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
     return _factory("randint", requires_grad, shape=check_size("randint", dims), low=low, high=high,
                     dtype=_np_dtype(dtype, np.dtype(np.int64)), **_source(generator))

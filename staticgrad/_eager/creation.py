@@ -204,10 +204,11 @@ def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, r
             device=None) -> Tensor:
     """``randint(high, size)`` or ``randint(low, high, size)`` (each also by keyword): integers drawn
     uniformly from ``[low, high)`` (int64 unless ``dtype``)."""
+    keywords = {"low": low, "high": high, "size": size, "generator": generator, "dtype": dtype,
+                "requires_grad": requires_grad}
+
     def no_form_matches() -> TypeError:
-        got = given(args, low=low, high=high, size=size, generator=generator, dtype=dtype,
-                    requires_grad=requires_grad)
-        return invalid_arguments("randint", got, ("int high, ", "int low, int high, "))
+        return invalid_arguments("randint", given(args, **keywords), ("int high, ", "int low, int high, "))
 
     if size is None and high is None and len(args) in (2, 3):
         *bounds, size = args

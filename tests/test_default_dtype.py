@@ -192,6 +192,27 @@ def test_linear_under_float64_trains_like_torch():
     assert ours.weight.grad.dtype == sg.float64
 
 
+OPTIMIZERS = ["Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta"]
+
+
+@pytest.mark.parametrize("default", DEFAULTS)
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_step_counter_dtype_and_updates_match_torch(name, default):
+    """``state["step"]`` is float64 under the float64 default and float32 otherwise (float32
+    parameters under a float16 default included), and the updates match PyTorch's."""
+    _set_both(default)
+    ours = sg.nn.Parameter(sg.ones(2, dtype=sg.float32))
+    theirs = torch.nn.Parameter(torch.ones(2, dtype=torch.float32))
+    opt_ours, opt_theirs = getattr(sg.optim, name)([ours], lr=0.1), getattr(torch.optim, name)([theirs], lr=0.1)
+    for i in range(3):
+        g = np.array([0.3, -0.7], dtype=np.float32) * (i + 1)
+        ours.grad, theirs.grad = sg.tensor(g), torch.tensor(g)
+        opt_ours.step()
+        opt_theirs.step()
+    assert _name(opt_ours.state[ours]["step"].dtype) == _name(opt_theirs.state[theirs]["step"].dtype)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("default", DEFAULTS)
 def test_repr_hides_the_default_dtype_and_shows_float32(default):
     _set_both(default)
@@ -239,9 +260,10 @@ def test_compiled_int_promotion_replays_eager_on_new_inputs():
     assert scale.stats.traces == 2 and scale.stats.replays == 7
 
 
-def test_compiled_training_step_made_under_float64_replays_eager():
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_compiled_training_step_made_under_float64_replays_eager(optimizer):
     """A model built under the float64 default, trained by a compiled step: the replay's outputs,
-    gradients and parameters equal eager's bit for bit."""
+    gradients, parameters and optimizer state equal eager's bit for bit."""
     _set_both("float64")
     sg.manual_seed(1)
     eager_model = sg.nn.Linear(3, 2)
@@ -249,7 +271,7 @@ def test_compiled_training_step_made_under_float64_replays_eager():
     compiled_model.load_state_dict(eager_model.state_dict())
 
     def make_step(model):
-        opt = sg.optim.SGD(model.parameters(), lr=0.1)
+        opt = getattr(sg.optim, optimizer)(model.parameters(), lr=0.1)
 
         def step(x):
             opt.zero_grad()
@@ -257,9 +279,10 @@ def test_compiled_training_step_made_under_float64_replays_eager():
             loss.backward()
             opt.step()
             return loss
-        return step
+        return step, opt
 
-    eager, compiled = make_step(eager_model), sg.compile(make_step(compiled_model))
+    (eager, eager_opt), (compiled, compiled_opt) = make_step(eager_model), make_step(compiled_model)
+    compiled = sg.compile(compiled)
     rng = np.random.default_rng(0)
     for call in range(4):
         x = sg.tensor(rng.standard_normal((5, 3)))
@@ -268,7 +291,10 @@ def test_compiled_training_step_made_under_float64_replays_eager():
             assert p_c.dtype == sg.float64
             same_bits(p_c.grad.numpy(), p_e.grad.numpy(), f"gradient of call {call}")
             same_bits(p_c.detach().numpy(), p_e.detach().numpy(), f"parameter after call {call}")
-    assert compiled.stats.traces == 1 and compiled.stats.replays == 3
+            for key, value in eager_opt.state[p_e].items():
+                same_bits(compiled_opt.state[p_c][key].numpy(), value.numpy(), f"{key} after call {call}")
+    first_steps = 1 if optimizer == "SGD" else 2  # Adam's first step makes its state: the second traces again
+    assert compiled.stats.traces == first_steps and compiled.stats.replays == 4 - first_steps
 
 
 def test_set_default_dtype_inside_a_compiled_function_is_refused():

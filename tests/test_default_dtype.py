@@ -260,6 +260,32 @@ def test_compiled_int_promotion_replays_eager_on_new_inputs():
     assert scale.stats.traces == 2 and scale.stats.replays == 7
 
 
+class _Shift(sg.nn.Module):
+    """A module whose forward makes a default-dtype tensor and promotes an int input."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = sg.nn.Parameter(sg.tensor([0.5, -1.0, 2.0], dtype=sg.float64))
+
+    def forward(self, x):
+        return (x * self.weight + sg.ones(3)).sum(), x / 2
+
+
+def test_compiled_module_retraces_under_another_default_dtype():
+    eager, compiled = _Shift(), sg.compile(_Shift())
+    x = sg.tensor([1, 2, 3])
+    for default, traces in [("float32", 1), ("float32", 1), ("float64", 2), ("float64", 2)]:
+        sg.set_default_dtype(getattr(sg, default))
+        (loss_c, half_c), (loss_e, half_e) = compiled(x), eager(x)
+        loss_c.backward()
+        loss_e.backward()
+        assert half_c.dtype == half_e.dtype == getattr(sg, default)
+        same_bits(loss_c.detach().numpy(), loss_e.detach().numpy(), f"loss under {default}")
+        same_bits(half_c.numpy(), half_e.numpy(), f"x / 2 under {default}")
+        same_bits(compiled.weight.grad.numpy(), eager.weight.grad.numpy(), f"gradient under {default}")
+        assert compiled.stats.traces == traces
+
+
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
 def test_compiled_training_step_made_under_float64_replays_eager(optimizer):
     """A model built under the float64 default, trained by a compiled step: the replay's outputs,

@@ -51,10 +51,6 @@ def numel(input: Tensor) -> int:
     return input.numel()
 
 
-def get_default_dtype():
-    return float32
-
-
 def initial_seed() -> int:
     return _seed_of()
 
@@ -114,3 +110,5 @@ from staticgrad import distributed
 from staticgrad._eager.random_more import bernoulli, multinomial
 # The float32 matmul precision setting (kept and reported; numerically a no-op on the CPU).
 from staticgrad.precision import get_float32_matmul_precision, set_float32_matmul_precision
+# The default float dtype (staticgrad._eager.default_dtype).
+from staticgrad._eager.default_dtype import get_default_dtype, set_default_dtype

@@ -22,7 +22,7 @@ from staticgrad.ops.factory import manual_seed as _manual_seed
 
 def _np_dtype(dtype, default=None):
     if dtype is None:
-        return default if default is not None else _dtypes.DEFAULT_FLOAT.np
+        return default if default is not None else _dtypes.default_float().np
     return _dtypes.to_numpy_dtype(dtype)
 
 
@@ -30,11 +30,11 @@ def _infer_dtype(data) -> np.dtype:
     """PyTorch's inference for ``torch.tensor(data)``: an array or a NumPy scalar keeps its dtype
     (np.float64(0.1) is float64), a Python float gives the default float type, an int int64, a
     bool bool; a sequence promotes its elements' types with promote_types ([np.float64(0.1), 0.2]
-    is float64, [np.int64(1), 2.5] float32), and an empty one gives the default float type."""
+    is float64, [np.int64(1), 2.5] the default float type), and an empty one gives the default float type."""
     found = set()
     _collect_dtypes(data, found)
     if len(found) <= 1:
-        return found.pop() if found else _dtypes.DEFAULT_FLOAT.np
+        return found.pop() if found else _dtypes.default_float().np
     # promote_types over all of them: result_type of tensors of one rank, with bool < int < float
     return _dtypes.result_type(list(found))
 
@@ -49,7 +49,7 @@ def _collect_dtypes(data, found: set) -> None:
     elif isinstance(data, int):
         found.add(np.dtype(np.int64))
     elif isinstance(data, float):
-        found.add(_dtypes.DEFAULT_FLOAT.np)
+        found.add(_dtypes.default_float().np)
     elif isinstance(data, (list, tuple)):
         deeper = False
         for kind in set(map(type, data)):

@@ -218,7 +218,9 @@ def where(condition, input, other):
 
 def full_like_scalar(like: Tensor, value) -> Tensor:
     """A 0-dim constant of ``like``'s dtype (how PyTorch wraps a Python number operand)."""
-    dtype = like._data.dtype if like._data.dtype.kind == "f" or not isinstance(value, float) else np.dtype(np.float32)
+    dtype = like._data.dtype
+    if dtype.kind != "f" and isinstance(value, float):
+        dtype = _dtypes.default_float().np
     return dispatch(_op("full"), (), {"shape": (), "value": as_scalar(value), "dtype": dtype})
 
 

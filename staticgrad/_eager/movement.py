@@ -243,7 +243,7 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None,
     steps = int(steps)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    np_dtype = _dtypes.DEFAULT_FLOAT.np if dtype is None else _dtypes.to_numpy_dtype(dtype)
+    np_dtype = _dtypes.default_float().np if dtype is None else _dtypes.to_numpy_dtype(dtype)
     result = dispatch(OPS["linspace"], (), {"start": start, "end": end, "steps": steps, "dtype": np_dtype})
     if requires_grad:
         result.requires_grad_(True)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from staticgrad.ops.dtypes import from_numpy_dtype
+from staticgrad.ops.dtypes import default_float, from_numpy_dtype
 
-_HIDDEN_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
+_HIDDEN_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))  # and the default float dtype
 
 
 def _float_formatter(array: np.ndarray):
     finite = array[np.isfinite(array)]
     if finite.size == 0:
         return lambda v: f"{v}"
-    magnitude = np.abs(finite)
+    magnitude = np.abs(finite.astype(np.float64))  # float16 cannot hold the thresholds (1e8)
     if np.all(finite == np.round(finite)) and magnitude.max() < 1e8:
         width = max(len(f"{v:.0f}.") for v in finite.flat)
         return lambda v: f"{v:.0f}.".rjust(width) if np.isfinite(v) else str(v).rjust(width)
@@ -43,7 +43,7 @@ def tensor_repr(t) -> str:
     array = t._data
     body = format_array(array, "tensor(")
     suffix = []
-    if array.dtype not in _HIDDEN_DTYPES:
+    if array.dtype not in _HIDDEN_DTYPES and array.dtype != default_float().np:
         suffix.append(f"dtype={from_numpy_dtype(array.dtype)!r}")
     if t.grad_fn is not None:
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")

@@ -82,9 +82,9 @@ class Tensor:
     def __init__(self, *args, dtype=None):
         if len(args) == 1 and not isinstance(args[0], int):
             data = np.array(args[0].numpy() if isinstance(args[0], Tensor) else args[0],
-                            dtype=_dtypes.to_numpy_dtype(dtype) if dtype else np.float32)
+                            dtype=_dtypes.to_numpy_dtype(dtype) if dtype else _dtypes.default_float().np)
         else:
-            data = np.zeros(tuple(args), dtype=_dtypes.to_numpy_dtype(dtype) if dtype else np.float32)
+            data = np.zeros(tuple(args), dtype=_dtypes.to_numpy_dtype(dtype) if dtype else _dtypes.default_float().np)
         _init(self, data, False, None)
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager.tensor import Tensor, _init
+from staticgrad.ops.dtypes import default_float
 
 
 class Parameter(Tensor):
@@ -14,7 +15,7 @@ class Parameter(Tensor):
 
     def __new__(cls, data=None, requires_grad: bool = True):
         if data is None:
-            array = np.zeros((0,), dtype=np.float32)
+            array = np.zeros((0,), dtype=default_float().np)
         elif isinstance(data, Tensor):
             array = data._data
         else:

@@ -40,7 +40,22 @@ bool_ = DType("bool", np.bool_, BOOL, "BoolTensor")
 ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)
 _BY_NUMPY = {d.np: d for d in ALL}
 
-DEFAULT_FLOAT = float32
+
+class _DefaultFloat:
+    """The default float dtype (``staticgrad.set_default_dtype``): one process-wide value, as in
+    PyTorch. Read through ``default_float``; set only by ``set_default_float``."""
+
+    dtype = float32
+
+
+def default_float() -> DType:
+    """The dtype of float tensors made without a dtype, and of integer inputs promoted to float."""
+    return _DefaultFloat.dtype
+
+
+def set_default_float(dtype: DType) -> None:
+    """Make ``dtype`` (a float DType; callers check) the default float dtype."""
+    _DefaultFloat.dtype = dtype
 
 
 def from_numpy_dtype(np_dtype) -> DType:
@@ -58,8 +73,8 @@ def to_numpy_dtype(dtype) -> np.dtype:
     """Accept a DType, a NumPy dtype or a Python type (float, int, bool) and give a NumPy dtype."""
     if isinstance(dtype, DType):
         return dtype.np
-    if dtype is float:
-        return DEFAULT_FLOAT.np
+    if dtype is float:  # Python's float is a double, whatever the default dtype (as in PyTorch)
+        return float64.np
     if dtype is int:
         return int64.np
     if dtype is bool:
@@ -98,10 +113,10 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
     if scalars:
         cat = max(scalar_category(s) for s in scalars)
         if cat > result_cat:
-            result = {FLOAT: DEFAULT_FLOAT.np, INT: int64.np, BOOL: bool_.np}[cat]
+            result = default_float().np if cat == FLOAT else int64.np if cat == INT else bool_.np
     return result
 
 
 def floating_result(np_dtype: np.dtype) -> np.dtype:
     """Ops such as exp, div and mean give the default float type for integer inputs."""
-    return np_dtype if np_dtype.kind == "f" else DEFAULT_FLOAT.np
+    return np_dtype if np_dtype.kind == "f" else default_float().np

@@ -85,11 +85,28 @@ register(OpDef("arange", lambda out=None, start=0, end=0, step=1, dtype=None:
 register(OpDef("eye", lambda out=None, n=0, m=0, dtype=None: _into(np.eye(n, m, dtype=dtype), out),
                "factory", dtype_rule="attr"))
 
-register(OpDef("randn", lambda out=None, shape=(), dtype=None, source=None:
-               _into(generator(source).standard_normal(shape, dtype=dtype), out), "random", dtype_rule="attr"))
+_FLOAT16 = np.dtype(np.float16)
+_FLOAT16_DIGITS = 11  # float16's significand bits: k / 2**11 for k < 2**11 are exact float16 values below 1
 
-register(OpDef("rand", lambda out=None, shape=(), dtype=None, source=None:
-               _into(generator(source).random(shape, dtype=dtype), out), "random", dtype_rule="attr"))
+
+def _randn(out=None, shape=(), dtype=None, source=None):
+    """Standard normal draws; NumPy draws no float16, so float16 rounds float32 draws."""
+    if np.dtype(dtype) == _FLOAT16:
+        return _into(generator(source).standard_normal(shape, dtype=np.float32).astype(_FLOAT16), out)
+    return _into(generator(source).standard_normal(shape, dtype=dtype), out)
+
+
+def _rand(out=None, shape=(), dtype=None, source=None):
+    """Uniform draws in [0, 1); float16 takes k / 2**11 for a uniform integer k, so that no draw
+    rounds up to 1 (NumPy draws no float16)."""
+    if np.dtype(dtype) == _FLOAT16:
+        steps = generator(source).integers(0, 2 ** _FLOAT16_DIGITS, size=shape)
+        return _into((steps * 2.0 ** -_FLOAT16_DIGITS).astype(_FLOAT16), out)
+    return _into(generator(source).random(shape, dtype=dtype), out)
+
+
+register(OpDef("randn", _randn, "random", dtype_rule="attr"))
+register(OpDef("rand", _rand, "random", dtype_rule="attr"))
 
 
 def _uniform(out=None, shape=(), low=0.0, high=1.0, dtype=None, source=None):

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from staticgrad.ops.dtypes import default_float
 from staticgrad.ops.reductions import axis_error, keepdim_shape
 from staticgrad.ops.registry import OpDef, Save, register
 
@@ -197,7 +198,7 @@ def _isclose(a, b, out=None, rtol=1e-5, atol=1e-8, equal_nan=False):
         close |= np.isnan(a) & np.isnan(b)
     if rtol != 0 or atol != 0:
         if a.dtype.kind != "f":
-            a, b = a.astype(np.float32), b.astype(np.float32)
+            a, b = a.astype(default_float().np), b.astype(default_float().np)
         with np.errstate(invalid="ignore", over="ignore"):
             allowed = np.abs(b * a.dtype.type(rtol)) + a.dtype.type(atol)
             actual = np.abs(a - b)

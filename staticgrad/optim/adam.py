@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager import functions as fn
-from staticgrad._eager.creation import zeros, zeros_like
+from staticgrad._eager.creation import zeros_like
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, replay_scalar
-from staticgrad.optim.optimizer import Optimizer, hyper
+from staticgrad.optim.optimizer import Optimizer, hyper, step_counter
 
 
 def _beta(group: dict, index: int):
@@ -73,7 +73,7 @@ class Adam(Optimizer):
                 continue
             state = self.state[p]
             if not state:
-                state["step"] = zeros(())
+                state["step"] = step_counter()
                 state["exp_avg"] = zeros_like(p)
                 state["exp_avg_sq"] = zeros_like(p)
                 if group["amsgrad"]:

@@ -4,8 +4,8 @@ re-reads them) and the step count is a 0-dim tensor (Adagrad's lr decay is tenso
 
 from __future__ import annotations
 
-from staticgrad._eager.creation import full_like, zeros, zeros_like
-from staticgrad.optim.optimizer import Optimizer, hyper
+from staticgrad._eager.creation import full_like, zeros_like
+from staticgrad.optim.optimizer import Optimizer, hyper, step_counter
 
 
 def _check(name: str, value, label: str) -> None:
@@ -36,7 +36,7 @@ class RMSprop(Optimizer):
                 continue
             state = self.state[p]
             if not state:
-                state["step"] = zeros(())
+                state["step"] = step_counter()
                 state["square_avg"] = zeros_like(p)
                 if group["momentum"] > 0:
                     state["momentum_buffer"] = zeros_like(p)
@@ -81,7 +81,7 @@ class Adagrad(Optimizer):
         for group in self.param_groups:  # PyTorch creates Adagrad's state up front
             for p in group["params"]:
                 state = self.state[p]
-                state["step"] = zeros(())
+                state["step"] = step_counter()
                 state["sum"] = full_like(p, group["initial_accumulator_value"])
 
     def _update_group(self, group: dict) -> None:
@@ -125,7 +125,7 @@ class Adadelta(Optimizer):
                 continue
             state = self.state[p]
             if not state:
-                state["step"] = zeros(())
+                state["step"] = step_counter()
                 state["square_avg"] = zeros_like(p)
                 state["acc_delta"] = zeros_like(p)
             state["step"].add_(1)

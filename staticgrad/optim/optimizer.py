@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 
+from staticgrad._eager.creation import zeros
 from staticgrad._eager.grad_mode import enable_grad, no_grad
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import EpochMapping, Tracing, bump_epoch, guard, note_stored_number, phase, replay_scalar
+from staticgrad.ops import dtypes as _dtypes
 
 _MISSING = object()
 
@@ -252,3 +254,9 @@ class Optimizer:
                 lines.append(f"    {key}: {group[key]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def step_counter() -> Tensor:
+    """A new 0-dim ``state["step"]``: float64 under the float64 default dtype, else float32, as
+    PyTorch's optimizers make it."""
+    return zeros((), dtype=_dtypes.float64 if _dtypes.default_float() is _dtypes.float64 else _dtypes.float32)

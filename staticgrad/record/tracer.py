@@ -17,6 +17,7 @@ from staticgrad._eager.tensor import Tensor, serial_mark
 from staticgrad._state import Tracing
 from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
+from staticgrad.ops.dtypes import default_float
 from staticgrad.record.scalars import ScalarRef, _raw, reads_argument
 from staticgrad.record.trace_record import Guard, grad_state
 
@@ -50,7 +51,8 @@ class Tracer:
         self.input_ids: dict = {}     # id(input tensor) -> flat index
         self._scalar_slots: dict = {}
         self.scalar_getters: list = []
-        self.guards: list = []
+        # every trace depends on the default dtype (factories, int -> float promotion read it)
+        self.guards: list = [Guard(default_float, default_float(), "the default dtype (set_default_dtype)")]
         self.input_guards: list = []
         self.grad_slots: dict = {}    # id(tensor) -> tensor (strong: slots of externals only)
         self._constant_values: set = set()

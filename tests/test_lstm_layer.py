@@ -1,7 +1,7 @@
 """The LSTM layer op (staticgrad.ops.rnn_layer) and nn.LSTM built on it: values and gradients against
 PyTorch (stacked, bidirectional, batch_first, unbatched, given or default state, no bias), finite
 differences of the op, PyTorch's autograd node structure (one MkldnnRnnLayerBackward0 per layer and
-direction), the refused double backward, and compiled training steps that replay eager bit for bit."""
+direction), and compiled training steps that replay eager bit for bit."""
 
 from __future__ import annotations
 
@@ -132,23 +132,7 @@ def test_layer_node_saves_what_torch_shows():
         assert node.name() == "MkldnnRnnLayerBackward0" and node._saved_reverse is True
         assert tuple(node._saved_input.shape) == (3, 2, 4) and tuple(node._saved_result0.shape) == (3, 2, 5)
         assert tuple(node._saved_weight1.shape) == (20, 5) and tuple(node._saved_hx_.shape) == (2, 5)
-
-
-def test_double_backward_is_refused_but_create_graph_gradients_are_right():
-    """PyTorch's float32 LSTM differentiates its layer gradient again; staticgrad's layer backward is
-    one op that is not differentiable, so a second backward through it raises instead of being wrong."""
-    t_lstm, s_lstm = torch.nn.LSTM(3, 4).double(), sg.nn.LSTM(3, 4).double()
-    s_lstm.load_state_dict({k: sg.tensor(v.detach().numpy()) for k, v in t_lstm.state_dict().items()})
-    x = randn(5, 2, 3)
-    first = {}
-    for lib, lstm in ((torch, t_lstm), (sg, s_lstm)):
-        xt = lib.tensor(x, requires_grad=True)
-        (g,) = lib.autograd.grad(lstm(xt)[0].sin().sum(), xt, create_graph=True)
-        first[lib] = g
-    np.testing.assert_allclose(first[sg].detach().numpy(), first[torch].detach().numpy(), rtol=1e-10, atol=1e-12)
-    assert first[sg].requires_grad
-    with pytest.raises(RuntimeError, match="has no double backward"):
-        first[sg].sum().backward()
+        assert tuple(node._saved_weight2.shape) == tuple(node._saved_weight3.shape) == (20,)
 
 
 # ---- compiled ------------------------------------------------------------------------------------

@@ -260,6 +260,12 @@ def _saves_input0(op: OpDef) -> bool:
 class Functional:
     """``F.<op>(*tensors, **attrs)`` for every op in the table: what backward formulas call."""
 
+    @property
+    def recording(self) -> bool:
+        """Whether ops dispatched now record autograd nodes: in a backward formula, exactly under
+        create_graph=True (a formula with a faster, non-differentiable form checks it)."""
+        return GradMode.enabled
+
     def __getattr__(self, name: str):
         try:
             op = OPS[name]

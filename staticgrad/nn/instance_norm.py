@@ -16,6 +16,7 @@ from staticgrad._state import guard, replay_scalar
 from staticgrad.nn.batchnorm import _BatchNorm
 from staticgrad.nn.group_norm import check_dtypes
 from staticgrad.ops import OPS
+from staticgrad.ops.dtypes import float16
 
 
 def _verify_spatial_size(input) -> None:
@@ -28,6 +29,8 @@ def _repeat(t: Tensor, times: int) -> Tensor:
     (never a view of ``t``, which the running statistics' write-back changes in place)."""
     if t.dim() > 1:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    if t.dtype == float16:  # the gradient's sum over the copies adds in float32 and rounds once, as PyTorch's
+        return _repeat(t.float(), times).to(float16)
     repeated = t.unsqueeze(0).expand(times, t.numel()).reshape(times * t.numel())
     return repeated.clone() if times == 1 else repeated
 
@@ -49,16 +52,35 @@ def _check_arguments(input, running_mean, running_var, weight, bias, use_input_s
         if t is not None and t.numel() != channels:
             raise RuntimeError(f"{name} should contain {samples * channels} elements not {t.numel() * samples}")
     check_dtypes(input, (weight, bias), "batch_norm", "instance_norm")
-    if input.numel() == 0:
-        raise NotImplementedError(f"staticgrad's instance_norm does not take an empty input (got size "
-                                  f"{list(input.shape)}): skip the call when the batch, the channels or the "
-                                  "trailing dims are empty.")
 
 
 def _update_running(running: Tensor, repeated: Tensor, batch_value: Tensor, momentum, samples: int) -> None:
     """running = mean over the samples of (momentum * batch_value + (1 - momentum) * running)."""
-    updated = batch_value * momentum + repeated * (1 - momentum)
+    if running.dtype == float16:  # each repeated value updated in float32 and rounded, then averaged in float32
+        updated = (batch_value.float() * momentum + repeated.float() * (1 - momentum)).to(float16).float()
+    else:
+        updated = batch_value * momentum + repeated * (1 - momentum)
     running.copy_(updated.view(samples, running.numel()).mean(0))
+
+
+def _empty_instance_norm(x, shape: tuple, running_mean, running_var, weight, bias):
+    """An empty input, as PyTorch's batch_norm takes one: a copy of the input, times the first
+    repeated weight and plus the first repeated bias when given (which raises for a batch of 0,
+    as PyTorch's select does); the running statistics become the mean over the samples of their
+    repeated copies (NaN for a batch of 0)."""
+    samples, channels = shape[0], shape[1]
+    if samples == 0 and (weight is not None or bias is not None):
+        raise IndexError("select(): index 0 out of range for tensor of size [0] at dimension 0")
+    y = x.clone()
+    if weight is not None:
+        y = y * _repeat(weight, samples)[0]
+    if bias is not None:
+        y = y + _repeat(bias, samples)[0]
+    if running_mean is not None:
+        with no_grad():
+            for running in (running_mean, running_var):
+                running.copy_(_repeat(running, samples).view(samples, channels).mean(0))
+    return y.view(*shape)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats: bool = True,
@@ -73,6 +95,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     samples, channels = shape[0], shape[1]
     width = samples * channels
     x = input.contiguous().view(1, width, *shape[2:])
+    if input.numel() == 0:
+        return _empty_instance_norm(x, shape, running_mean, running_var, weight, bias)
     weight_ = _repeat(weight, samples) if weight is not None else full((width,), 1.0, dtype=input.dtype)
     bias_ = _repeat(bias, samples) if bias is not None else full((width,), 0.0, dtype=input.dtype)
     eps = float(eps)
@@ -81,6 +105,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         if running_mean is not None:
             count = math.prod(shape[2:])
             with no_grad():
+                if input.dtype == float16:  # PyTorch updates from the float32 statistics, before rounding
+                    ones_, zeros_ = full((width,), 1.0), full((width,), 0.0)
+                    _, mean, _, var = dispatch(OPS["batch_norm_train"], (x.float(), ones_, zeros_), {"eps": eps})
                 _update_running(running_mean, _repeat(running_mean, samples), mean, momentum, samples)
                 _update_running(running_var, _repeat(running_var, samples), var * (count / (count - 1)), momentum,
                                 samples)

@@ -3,13 +3,15 @@
 ``batch_norm_train`` uses the batch's statistics and returns (y, mean, invstd, var) like PyTorch's
 native_batch_norm (plus the biased variance the running-statistics update reads);
 ``batch_norm_eval`` uses given running statistics. Both take weight and bias as tensors (ones
-and zeros stand in when absent: multiplying by 1 and adding 0 are exact) and their backward
+and zeros stand in when absent: multiplying by 1 and adding 0 are exact; a float16 input computes
+in float32, its results rounded, as PyTorch's CPU kernel does) and their backward
 formulas are written with table ops, so gradients of any order follow."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from staticgrad.ops.opmath import HALF, widen_array, widen_formula
 from staticgrad.ops.registry import OpDef, Save, register
 
 
@@ -23,6 +25,8 @@ def _channel_shape(ndim: int, channels: int) -> tuple:
 
 
 def _train_forward(x, weight, bias, out=None, eps=1e-5):
+    if x.dtype == HALF:
+        return _train_forward_half(x, weight, bias, eps)
     axes, shape = _reduce_axes(x.ndim), _channel_shape(x.ndim, x.shape[1])
     mean = np.mean(x, axis=axes)
     centered = x - mean.reshape(shape)
@@ -33,7 +37,28 @@ def _train_forward(x, weight, bias, out=None, eps=1e-5):
     return y, mean, invstd, var
 
 
+def _train_forward_half(x, weight, bias, eps):
+    """float16: statistics in float32 rounded to float16, then y from the rounded statistics in
+    float32, rounded (what PyTorch's CPU kernel gives, bit for bit)."""
+    axes, shape = _reduce_axes(x.ndim), _channel_shape(x.ndim, x.shape[1])
+    wide = widen_array(x)
+    mean = np.mean(wide, axis=axes)
+    centered = wide - mean.reshape(shape)
+    var = np.mean(centered * centered, axis=axes)
+    invstd = np.reciprocal(np.sqrt(var + np.float32(eps)))
+    mean, invstd = mean.astype(HALF), invstd.astype(HALF)
+    y = (wide - widen_array(mean).reshape(shape)) * (widen_array(invstd) * widen_array(weight)).reshape(shape)
+    y += widen_array(bias).reshape(shape)
+    return y.astype(HALF), mean, invstd, var.astype(HALF)
+
+
 def _eval_forward(x, weight, bias, running_mean, running_var, out=None, eps=1e-5):
+    if x.dtype == HALF:  # in float32, rounded
+        y = _eval_forward(*(widen_array(a) for a in (x, weight, bias, running_mean, running_var)), eps=eps)
+        if out is None:
+            return y.astype(HALF)
+        np.copyto(out, y, casting="unsafe")
+        return out
     shape = _channel_shape(x.ndim, x.shape[1])
     invstd = np.reciprocal(np.sqrt(running_var + x.dtype.type(eps)))
     y = np.multiply(x - running_mean.reshape(shape), (invstd * weight).reshape(shape), out=out)
@@ -93,9 +118,12 @@ def _eval_backward(F, grads, s, at, need):
     return (grad_x, grad_weight, grad_bias) + (None,) * (len(need) - 3)
 
 
-register(OpDef("batch_norm_train", _train_forward, "other", "NativeBatchNormBackward0", _train_backward,
+_WIDENED = ("input", "weight", "result1", "result2", "running_mean", "running_var")
+register(OpDef("batch_norm_train", _train_forward, "other", "NativeBatchNormBackward0",
+               widen_formula(_train_backward, _WIDENED),
                (Save("input", 0), Save("weight", 1), Save("result1", "result:1"), Save("result2", "result:2"),
                 Save("eps", "attr:eps", freed=False)), "float"))
-register(OpDef("batch_norm_eval", _eval_forward, "other", "NativeBatchNormBackward0", _eval_backward,
+register(OpDef("batch_norm_eval", _eval_forward, "other", "NativeBatchNormBackward0",
+               widen_formula(_eval_backward, _WIDENED),
                (Save("input", 0), Save("weight", 1), Save("running_mean", 3), Save("running_var", 4),
                 Save("eps", "attr:eps", freed=False)), "float", grad_inputs=(0, 1, 2)))

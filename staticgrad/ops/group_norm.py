@@ -5,13 +5,15 @@ The forward returns (y, mean, rstd) like PyTorch's native_group_norm, mean and r
 (N, group). Every op takes (input, weight, bias), an absent weight or bias being an empty tensor
 that needs no gradient (PyTorch's ``(None, 0)`` edge); one op per (weight given, bias given), as
 layer_norm has, says which to apply and saves the weight only when there is one.
-The backward is written with table ops and gives partial derivatives with respect to the input,
-the weight, the bias and the returned mean and rstd, so gradients of any order follow."""
+A float16 input is computed in float32 and its results rounded (forward and backward), as
+PyTorch's CPU kernel does. The backward is written with table ops and gives partial derivatives
+with respect to the input, the weight, the bias and the returned mean and rstd, so gradients of any order follow."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from staticgrad.ops.opmath import HALF, widen_array, widen_formula
 from staticgrad.ops.registry import OpDef, Save, register
 
 
@@ -23,6 +25,10 @@ def _sizes(at) -> tuple:
 
 def _forward(has_weight: bool, has_bias: bool):
     def forward(x, weight, bias, out=None, N=0, C=0, HxW=1, group=1, eps=1e-5):
+        if x.dtype == HALF:  # float32 arithmetic, every result rounded to float16 (PyTorch's CPU kernel)
+            y, mean, rstd = forward(widen_array(x), widen_array(weight), widen_array(bias), None, N, C, HxW,
+                                    group, eps)
+            return y.astype(HALF), mean.astype(HALF), rstd.astype(HALF)
         n, g, per_group, hw = _sizes({"N": N, "C": C, "HxW": HxW, "group": group})
         count = per_group * hw
         if count == 0:  # empty groups: PyTorch's mean 0 and rstd NaN (a variance of 0 / 0)
@@ -112,4 +118,5 @@ for (_has_weight, _has_bias), _name in VARIANTS.items():
     if _has_weight:
         _saves += (Save("weight", 1),)
     register(OpDef(_name, _forward(_has_weight, _has_bias), "other", "NativeGroupNormBackward0",
-                   _backward_formula(_has_weight, _has_bias), _saves, "float"))
+                   widen_formula(_backward_formula(_has_weight, _has_bias), ("input", "result1", "result2", "weight")),
+                   _saves, "float"))

@@ -11,7 +11,8 @@ activated gates, the cell and tanh(cell): what backpropagation through time read
 
 The backward steps back through time with one matmul per step, then forms the weight gradients
 over the whole sequence at once: dW_ih, dW_hh and dx are one matmul each, the bias gradient one sum.
-It is not differentiable again (nor is PyTorch's on its mkldnn path): a double backward raises.
+Under create_graph the backward is made of table ops instead (staticgrad.ops.rnn_layer_grad), so
+the layer's gradients can be differentiated again, as PyTorch's float32 node allows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.ops.registry import OpDef, Save, register
+from staticgrad.ops.rnn_layer_grad import lstm_layer_differentiable_backward
 
 # Activated gates (4H), cell (H) and tanh(cell) (H) per step and batch row.
 WORKSPACE_WIDTH = 6
@@ -142,7 +144,10 @@ def lstm_layer_backward(x, w_ih, w_hh, h0, c0, output, workspace, *grads, out=No
 
 
 def _lstm_layer_grad(F, g, s, at, need):
-    """The backward of lstm_layer: one lstm_layer_backward op, its results put back in place."""
+    """The backward of lstm_layer: one lstm_layer_backward op, its results put back in place; under
+    create_graph, table ops that can be differentiated again (staticgrad.ops.rnn_layer_grad)."""
+    if F.recording:
+        return lstm_layer_differentiable_backward(F, g, s, at, need)
     given = tuple(grad is not None for grad in g[:3])
     result = F.lstm_layer_backward(s["input"], s["weight0"], s["weight1"], s["hx_"], s["cx_"], s["result0"],
                                    s["result3"], *(grad for grad in g[:3] if grad is not None),
@@ -153,13 +158,14 @@ def _lstm_layer_grad(F, g, s, at, need):
 
 def _no_double_backward(F, g, s, at, need):
     raise RuntimeError(
-        "staticgrad's LSTM layer op (MkldnnRnnLayerBackward0) has no double backward: its gradient "
-        "(computed with create_graph=True) cannot be differentiated again. For an LSTM differentiable "
-        "twice, step an nn.LSTMCell through the sequence in a Python loop.")
+        "staticgrad's lstm_layer_backward op is not differentiable: a backward with create_graph=True "
+        "computes the LSTM layer's gradient with differentiable ops instead (staticgrad.ops.rnn_layer_grad), "
+        "so this op should not have been recorded with a graph.")
 
 
 register(OpDef("lstm_layer", lstm_layer, "other", "MkldnnRnnLayerBackward0", _lstm_layer_grad,
-               (Save("input", 0), Save("weight0", 1), Save("weight1", 2), Save("hx_", 5), Save("cx_", 6),
+               (Save("input", 0), Save("weight0", 1), Save("weight1", 2), Save("weight2", 3), Save("weight3", 4),
+                Save("hx_", 5), Save("cx_", 6),
                 Save("result0", "result:0"), Save("result3", "result:3"),
                 Save("reverse", "attr:reverse", freed=False)),
                "same"))

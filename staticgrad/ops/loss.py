@@ -42,6 +42,9 @@ def _mean(values, out):
                 return total.dtype.type(total / count)
             np.add.reduce(values, axis=None, out=out)
             return np.true_divide(out, count, out=out, casting="unsafe")
+        if out is not None and values.dtype == np.float16:   # see reductions._mean: out= would round early
+            np.copyto(out, np.mean(values))
+            return out
         return np.mean(values, out=out)
     if out is None:
         return np.full((), np.nan, values.dtype)
@@ -83,9 +86,11 @@ def _mse_loss_emit(ins, out, at, shapes):
         count *= d
     if not shapes[0] or count == 0:  # 0-dim operands make NumPy scalars (no out=); empty ones divide by 0
         return None
+    # (float16: np.mean itself, as eager's _mean, which sums in float32 and rounds once)
     return (f"_d = np.subtract({ins[0]}, {ins[1]}); np.multiply(_d, _d, out=_d); "
-            f"np.add.reduce(_d, axis=None, dtype=_d.dtype, out={out}); "
-            f"np.true_divide({out}, {count}, out={out}, casting='unsafe')")
+            f"(np.add.reduce(_d, axis=None, dtype=_d.dtype, out={out}), "
+            f"np.true_divide({out}, {count}, out={out}, casting='unsafe')) if _d.dtype.itemsize >= 4 "
+            f"else np.copyto({out}, np.mean(_d))")
 
 
 with_emit("mse_loss", _mse_loss_emit)

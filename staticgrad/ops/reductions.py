@@ -50,6 +50,11 @@ register(OpDef(
 
 def _mean(a, out=None, dim=None, keepdim=False):
     if a.size:
+        if out is not None and a.dtype == np.float16:
+            # NumPy's float16 mean sums in float32 and divides before rounding, but given out= it
+            # rounds the sum into out first: a replay's planned buffer would change the result
+            np.copyto(out, np.mean(a, axis=dim, keepdims=keepdim))
+            return out
         return np.mean(a, axis=dim, keepdims=keepdim, out=out)
     # No values: the sum over the count, nan where the count is 0 (NumPy's mean would also warn
     # "Mean of empty slice", which PyTorch does not).

@@ -28,7 +28,7 @@ from pathlib import Path
 # a quarter of the model's gradient bytes (blocking one by one in eager; in a compiled step each
 # starts as soon as backward has produced it and runs while the rest of backward does).
 BUCKETS = {"one bucket": None, "per tensor": 0, "quarter buckets": "quarter"}
-MODES = ("eager", "compiled")
+MODES = ("eager", "compiled", "compiled-model")   # compiled-model: DDP(compile(model)), eager loss and step
 
 
 def worker(sizes: list, steps: int) -> None:
@@ -55,7 +55,8 @@ def worker(sizes: list, steps: int) -> None:
                 model, _, _ = build(sg, size, initial_weights(size))
                 if cap == "quarter":
                     cap = sum(p.numel() * p.element_size() for p in model.parameters()) / 4 / 2**20 * 1.01
-                ddp = DistributedDataParallel(model, bucket_cap_mb=cap)
+                ddp = DistributedDataParallel(sg.compile(model) if mode == "compiled-model" else model,
+                                              bucket_cap_mb=cap)
                 opt = sg.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
                 step = _step(sg, ddp, opt)
                 if mode == "compiled":

@@ -80,17 +80,17 @@ def scenario_train() -> None:
     rank, size = dist.get_rank(), dist.get_world_size()
     data = batches(STEPS)
     for opt_name in ("sgd", "adam"):
-        for mode in ("eager", "compiled step", "compiled model"):
+        for mode in ("eager", "compiled step", "compiled model", "DDP(compiled model)"):
             what = f"{opt_name}, {mode}"
             compiled = mode == "compiled step"
             model = make_model(seed=rank)          # a different start on each rank: DDP broadcasts rank 0's
-            ddp = DDP(model)
+            ddp = DDP(torch.compile(model) if mode == "DDP(compiled model)" else model)
             same_on_every_rank(list(model.parameters()), f"{what}: parameters after construction")
             reference = make_model(seed=0)
             reference.load_state_dict(model.state_dict())
-            # a compiled model: its backward node runs in the engine, and the averaging after it eagerly
-            step = training_step(torch.compile(ddp) if mode == "compiled model" else ddp,
-                                 optimizer(opt_name, ddp.parameters()))
+            # a compiled model: its backward node runs in the engine, and averages inside its program
+            wrapped = torch.compile(ddp) if mode == "compiled model" else ddp
+            step = training_step(wrapped, optimizer(opt_name, ddp.parameters()))
             if compiled:
                 step = torch.compile(step)
             reference_step = training_step(reference, optimizer(opt_name, reference.parameters()))
@@ -99,8 +99,13 @@ def scenario_train() -> None:
                 copies = World.packing_copies
                 step(shard(x, rank, size), shard(y, rank, size))
                 reference_step(x, y)
-            if compiled:   # the last step replayed: its gradients lay in one block, reduced there
+            if mode != "eager":   # the last step replayed: its gradients lay in one block, reduced there
                 in_block(model, World.packing_copies - copies, what)
+            if "compiled model" in mode:   # the average is an op of the recorded backward
+                plan = (wrapped if mode == "compiled model" else ddp.module).plan
+                ops = [s.op for s in plan.backward.program.steps]
+                if ops.count("all_reduce_grads") != 1:
+                    raise AssertionError(f"{what}: the compiled backward's ops are {ops}")
             if World.allreduce_calls - calls != STEPS:
                 raise AssertionError(f"{what}: {World.allreduce_calls - calls} Allreduce calls in {STEPS} steps")
             if compiled:
@@ -123,12 +128,16 @@ def scenario_no_sync() -> None:
     micro = [(xs[:half], ys[:half]), (xs[half:], ys[half:])]
     reference = make_model(seed=0)
     (2 * torch.nn.functional.mse_loss(reference(x), y)).backward()   # micro-batch means: twice the full mean
-    for compiled in (False, True):
+    for mode in ("eager", "compiled", "compiled model"):
+        compiled = mode == "compiled"
         model = make_model(seed=0)
         ddp = DDP(model)
+        # a compiled model averages inside its backward only when the gradients are in sync: after
+        # a backward under no_sync() the averaging is of the whole accumulated gradient, after it
+        forward = torch.compile(ddp) if mode == "compiled model" else ddp
 
-        def backward(a, b, ddp=ddp):
-            loss = torch.nn.functional.mse_loss(ddp(a), b)
+        def backward(a, b, forward=forward):
+            loss = torch.nn.functional.mse_loss(forward(a), b)
             loss.backward()
             return loss
 
@@ -148,10 +157,22 @@ def scenario_no_sync() -> None:
                 raise AssertionError("the backward after no_sync() did not run one Allreduce")
             for (name, p), q in zip(model.named_parameters(), reference.parameters()):
                 if not np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-12):
-                    raise AssertionError(f"no_sync accumulation ({'compiled' if compiled else 'eager'}): "
+                    raise AssertionError(f"no_sync accumulation ({mode}): "
                                          f"{name}.grad differs from one process on the whole batch")
         if compiled and (run.stats.traces, run.stats.replays) != (2, 2):
             raise AssertionError(f"compiled no_sync backward: {run.stats}")
+        if mode == "compiled model":   # one plan without the averaging serves both calls
+            if (forward.stats.traces, forward.stats.replays) != (1, 3):
+                raise AssertionError(f"compiled model under no_sync: {forward.stats}")
+            ddp.zero_grad()
+            calls, copies = World.allreduce_calls, World.packing_copies
+            for _ in range(2):   # in sync: a plan that averages in its backward, in one block
+                run(xs, ys)
+            if World.allreduce_calls != calls + 2 or World.packing_copies != copies + 1:
+                raise AssertionError(f"compiled model in sync: {World.allreduce_calls - calls} Allreduce calls, "
+                                     f"{World.packing_copies - copies} packing copies in two backwards")
+            if [s.op for s in forward.plan.backward.program.steps].count("all_reduce_grads") != 1:
+                raise AssertionError("compiled model in sync: its backward program does not average")
     print(f"rank {rank}: no_sync ok", flush=True)
 
 

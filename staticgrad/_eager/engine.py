@@ -253,6 +253,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             if leaves is not None:
                 _accumulate_into_leaves(leaves)
         if accumulate and _BACKWARD_END_CALLBACKS:
+            for node in root_nodes:   # the callbacks see every node that ran, the roots too
+                deps.setdefault(node, 0)
             _run_backward_end_callbacks(deps)
     finally:
         GradMode.enabled = previous_mode
@@ -261,7 +263,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
 
 
 # Methods called when a backward() has accumulated every gradient, with the nodes it reached (a
-# dict keyed by node): DistributedDataParallel averages its gradients there. Held weakly.
+# dict keyed by node, the roots included): DistributedDataParallel averages its gradients there. Held weakly.
 _BACKWARD_END_CALLBACKS: list = []
 
 
@@ -270,6 +272,33 @@ def add_backward_end_callback(method) -> _RemovableHandle:
     ref = weakref.WeakMethod(method)
     _BACKWARD_END_CALLBACKS.append(ref)
     return _RemovableHandle(_BACKWARD_END_CALLBACKS, ref)
+
+
+# Methods a compiled function's backward recording calls, at trace time, with (the tensors it
+# differentiates with respect to, their gradients): each may record ops on the gradients before
+# they leave the compiled node, and returns (gradients, a callable to run each time the recorded
+# backward program runs, or None). DistributedDataParallel averages its parameters' gradients
+# there, inside the recorded program. Held weakly.
+_COMPILED_GRADIENT_REDUCERS: list = []
+
+
+def add_compiled_gradient_reducer(method) -> _RemovableHandle:
+    """Let the bound ``method(wrt, grads)`` add ops to every compiled backward recorded while its object lives."""
+    ref = weakref.WeakMethod(method)
+    _COMPILED_GRADIENT_REDUCERS.append(ref)
+    return _RemovableHandle(_COMPILED_GRADIENT_REDUCERS, ref)
+
+
+def compiled_gradient_reducers() -> list:
+    """The live methods registered with ``add_compiled_gradient_reducer``."""
+    methods = []
+    for ref in list(_COMPILED_GRADIENT_REDUCERS):
+        method = ref()
+        if method is None:
+            _COMPILED_GRADIENT_REDUCERS.remove(ref)
+        else:
+            methods.append(method)
+    return methods
 
 
 def _run_backward_end_callbacks(reached: dict) -> None:

@@ -26,12 +26,14 @@ from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import Node, SavedTensor, grad_accumulator, graph_is_live
 from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Tracing
 from staticgrad.compiler.analysis import alias_roots
 from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.ir import Graph, Op, Value
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.inspect import autograd_graph
+from staticgrad.ops import OPS
 from staticgrad.ops.registry import OpDef, Save
 from staticgrad.record.trees import flatten_outputs
 from staticgrad.runtime.replay import CompiledReplay
@@ -53,6 +55,7 @@ class BackwardTrace:
     grads: list             # tape value, or None where the output does not depend on it
     eager_saved_bytes: int = 0   # what the traced call's eager graph alone held for its backward
     gradient_sums: frozenset = frozenset()   # values the engine made adding gradients into one input
+    reductions: tuple = ()  # what reducers recorded; each is called after a run of the backward program
 
 
 def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTrace | None:
@@ -85,13 +88,42 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
                         allow_unused=True)
     if tracer.failure is not None:
         return None
+    grads, reductions = _reduce_gradients(tracer, [t for *_, t in wrt], list(grads))
+    if tracer.failure is not None:
+        return None
     grad_values = [None if g is None else tracer.read(g) for g in grads]
     eager_saved = autograd_graph.graph(*[o for _, o in live]).graph_only_bytes
     return BackwardTrace(eager_saved_bytes=eager_saved, gradient_sums=frozenset(tracer.gradient_sums),
                          outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
                          placeholders=placeholders,
                          wrt=[("input", k) if kind == "input" else ("captured", t) for kind, k, t in wrt],
-                         grads=grad_values)
+                         grads=grad_values, reductions=reductions)
+
+
+def _reduce_gradients(tracer, wrt: list, grads: list) -> tuple:
+    """(gradients, what each reducer recorded): the gradients after the registered reducers'
+    ops on them (``DistributedDataParallel`` averages its parameters' gradients over the ranks),
+    recorded as backward ops without running (a collective runs in the replays only)."""
+    reducers = engine.compiled_gradient_reducers()
+    if not reducers:
+        return grads, ()
+    reductions = []
+    previous_phase = Tracing.phase
+    Tracing.phase = "backward"
+    try:
+        for reducer in reducers:
+            asked = reducer(wrt, grads)
+            if asked is None:
+                continue
+            indices, name, attrs, note = asked
+            outputs = tracer.record_unrun(OPS[name], [grads[k] for k in indices], attrs)
+            grads = list(grads)
+            for k, g in zip(indices, outputs):
+                grads[k] = g
+            reductions.append(note)
+    finally:
+        Tracing.phase = previous_phase
+    return grads, tuple(reductions)
 
 
 class Unsupported(Exception):
@@ -499,6 +531,8 @@ class CompiledBackward:
         backward, which runs the function again on them."""
         edges, meta = self._edges_and_meta(flat)
         attrs = {"scalars": scalars}
+        if self.trace.reductions:
+            attrs["reductions"] = self.trace.reductions   # named on the node (DDP skips what they averaged)
         if call is not None and self.rebuild is not None and self.rebuild.refusal is None:
             attrs["call"] = (call, flat, [t._version_counter[0] for t in flat],
                              [t._version_counter[0] for t in self.rebuild.captured])
@@ -563,6 +597,7 @@ class CompiledBackward:
     def _backward(self, F, grad, saved, attrs, needs, running_sums=None):
         grads = grad if isinstance(grad, tuple) else (grad,)
         if GradMode.enabled:
+            attrs.pop("reductions", None)   # its program does not run: nothing of it is averaged
             return self._rebuilt_backward(grads, attrs)
         arrays = [saved[name] for name in self.names]
         saved.clear()   # the program takes the saved arrays over (a released node holds none)
@@ -586,9 +621,13 @@ class CompiledBackward:
                     totals.append(data if owned and tensor._base is None and data.flags.c_contiguous
                                   and data.flags.writeable else data.copy())
             self._replay_with_sums().run(inputs, captured + totals, list(attrs["scalars"]))
+            for note in self.trace.reductions:
+                note()
             by_edge = dict(zip(self._sum_edges, totals))
             return tuple(make(by_edge[k], False, None) if k in by_edge else None for k in range(len(self.grad_results)))
         results = self.replay.run(inputs, captured, list(attrs["scalars"]))
+        for note in self.trace.reductions:
+            note()
         return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+import numpy as np
+
 from staticgrad._eager.tensor import Tensor, serial_mark
 from staticgrad._state import Tracing
 from staticgrad.compiler.trace import Tape
@@ -170,6 +172,14 @@ class Tracer:
                     self._bind(t, vid, vid, full=True, created=True)
             return
         self._write_inplace(op, inplace_target, in_ids, frozen, cast)
+
+    def record_unrun(self, op, inputs: list, attrs: dict) -> list:
+        """Record ``op`` on ``inputs`` without running it (a collective a replay runs but a trace
+        must not, or the ranks' calls would pair up wrongly); returns placeholder outputs shaped as
+        the inputs, which the rest of the trace must not read for their values."""
+        outputs = [Tensor._make(np.empty_like(t._data), False, None) for t in inputs]
+        self.on_op(op, inputs, attrs, outputs, None, None)
+        return outputs
 
     def _write_inplace(self, op, target: Tensor, in_ids, attrs, cast) -> None:
         b = self._bindings[id(target)]

@@ -9,12 +9,14 @@ records like any other op and replays without Python per tensor.
 from __future__ import annotations
 
 import contextlib
+import weakref
+from dataclasses import dataclass
 
 from staticgrad._eager.dispatch import F
-from staticgrad._eager.engine import add_backward_end_callback
+from staticgrad._eager.engine import add_backward_end_callback, add_compiled_gradient_reducer
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad._eager.node import grad_accumulator
-from staticgrad._state import guard
+from staticgrad._state import bump_epoch, guard
 from staticgrad.distributed.process_group import RankMismatchError, broadcast
 from staticgrad.nn.module import Module
 from staticgrad.ops.collective import comm
@@ -62,6 +64,9 @@ class DistributedDataParallel(Module):
         # held strongly (as PyTorch's reducer holds them), so the graph's nodes are these very ones
         self._accumulators = frozenset(grad_accumulator(p) for p in self._grad_params)
         self._callback = add_backward_end_callback(self._after_backward)
+        self._reducer = add_compiled_gradient_reducer(self._average_in_compiled_backward)
+        self._compiled_averaged = False   # a compiled backward averaged some gradients since the last backward ended
+        self._local_grads = False         # a backward under no_sync() left each rank's own gradients
 
     def forward(self, *inputs, **kwargs):
         if self.broadcast_buffers and self.training:
@@ -78,19 +83,55 @@ class DistributedDataParallel(Module):
         several batches); the first backward after it averages what was accumulated."""
         previous = self.require_backward_grad_sync
         self.require_backward_grad_sync = False
+        bump_epoch()   # compiled plans guard it: they re-check
         try:
             yield
         finally:
             self.require_backward_grad_sync = previous
+            bump_epoch()
+
+    def _average_in_compiled_backward(self, wrt: list, grads: list) -> tuple | None:
+        """While a compiled model's backward is recorded (``DDP(compile(model))`` or
+        ``compile(DDP(model))``): ask for this model's parameters' gradients to be averaged inside
+        the recorded backward program, by one all-reduce op on one gradient block, as a compiled
+        step does. Outside ``no_sync()`` only (a guard of the plan: a call under it traces a plan
+        without it), decided at the forward, as PyTorch's DDP decides. Returns (the gradients'
+        positions in ``grads``, the op, its attributes, what marks each run), or None."""
+        position = {id(t): k for k, t in enumerate(wrt)}
+        mine = [position[id(p)] for p in self._grad_params if id(p) in position and grads[position[id(p)]] is not None]
+        if not mine or not guard(self._averages_after_backward, "DistributedDataParallel.no_sync()"):
+            return None
+        return (mine, "all_reduce_grads", {"op": "avg", "bucket_bytes": self.bucket_bytes},
+                _CompiledAveraging(weakref.ref(self), frozenset(id(wrt[k]) for k in mine)))
+
+    def _averages_after_backward(self) -> bool:
+        """A compiled backward may average what it adds: gradients are in sync (outside no_sync(),
+        and no backward under it left each rank's own sums, which must be averaged whole)."""
+        return self.require_backward_grad_sync and not self._local_grads
+
+    def _set_local_grads(self, local: bool) -> None:
+        if local != self._local_grads:
+            self._local_grads = local
+            bump_epoch()   # compiled plans guard it: they re-check
 
     def _after_backward(self, reached) -> None:
-        """At the end of a backward: average the gradients if it reached this model's parameters."""
+        """At the end of a backward: average the gradients if it reached this model's parameters
+        (those that only compiled backwards averaged already are left as they are)."""
         if not any(node in reached for node in self._accumulators):
             return
+        compiled_averaged, self._compiled_averaged = self._compiled_averaged, False
         if not guard(lambda: self.require_backward_grad_sync, "DistributedDataParallel.no_sync()"):
+            self._set_local_grads(True)
             return
+        # after backwards under no_sync() the gradients hold each rank's own sums, averaged whole
+        # here (a compiled backward traced then does not average: see _averages_after_backward)
+        averaged_already = (self._averaged_by_compiled(reached) if compiled_averaged and not self._local_grads
+                            else frozenset())
+        self._set_local_grads(False)
         grads = []
         for name, p in zip(self._grad_names, self._grad_params):
+            if id(p) in averaged_already:
+                continue
             g = p.grad
             if g is None:
                 if not self.find_unused_parameters:
@@ -106,8 +147,38 @@ class DistributedDataParallel(Module):
             averaged = F.all_reduce_grads(*grads, op="avg", bucket_bytes=self.bucket_bytes)
         if len(grads) == 1:
             averaged = (averaged,)
-        for p, g in zip(self._grad_params, averaged):
+        for p, g in zip([p for p in self._grad_params if id(p) not in averaged_already], averaged):
             p.grad = g
+
+    def _averaged_by_compiled(self, reached) -> frozenset:
+        """Ids of this model's parameters whose every gradient in this backward came from a compiled
+        backward that averaged it (a parameter also fed by another node is averaged again here,
+        as a whole: the compiled part is the same on every rank, so that averages the rest)."""
+        only_averaged, fed_otherwise = set(), set()
+        accumulators = self._accumulators
+        for node in reached:
+            attrs = getattr(node, "attrs", None)   # (an AccumulateGrad has none)
+            reductions = attrs.get("reductions", ()) if type(attrs) is dict else ()
+            mine = [r.params for r in reductions if type(r) is _CompiledAveraging and r.owner() is self]
+            for nxt, _ in node.next_functions:
+                if nxt in accumulators:
+                    pid = id(nxt.variable)
+                    (only_averaged if any(pid in params for params in mine) else fed_otherwise).add(pid)
+        return frozenset(only_averaged - fed_otherwise)
+
+
+@dataclass(frozen=True)
+class _CompiledAveraging:
+    """What a compiled backward that averages gradients for a DistributedDataParallel carries: its
+    nodes list it (``attrs["reductions"]``), and each run of its program marks the owner."""
+
+    owner: weakref.ref
+    params: frozenset   # ids of the parameters it averages
+
+    def __call__(self) -> None:
+        owner = self.owner()
+        if owner is not None:
+            owner._compiled_averaged = True
 
 
 def _describe(module: Module) -> list:

@@ -48,11 +48,12 @@ def launch(scenario: str, ranks: int = 2) -> subprocess.CompletedProcess:
 
 
 @needs_mpi
-@pytest.mark.parametrize("scenario", ["train", "no_sync", "buckets", "collectives"])
+@pytest.mark.parametrize("scenario", ["train", "no_sync", "buckets", "unused", "collectives"])
 def test_two_ranks(scenario):
     """train: two ranks on half batches = one process on the whole batch (eager, compiled step and model, SGD
-    and Adam, one Allreduce per step); no_sync: accumulation; buckets: overlapped in a compiled step,
-    blocking in eager, equal; collectives: broadcast, all_reduce."""
+    and Adam, one Allreduce per step); no_sync: accumulation; buckets: overlapped with backward in eager and in
+    a compiled step, blocking in eager, all equal, the first bucket started before backward ends; unused:
+    find_unused_parameters; collectives: broadcast, all_reduce."""
     done = launch(scenario)
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):

@@ -88,13 +88,18 @@ def test_the_benchmark_runs_one_and_two_ranks():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OpenBLAS core" in done.stdout
     rows = [line.split() for line in done.stdout.splitlines() if line.lstrip().startswith("tiny")]
-    # model, mode, bucket (two words), then per rank count: ms, Allreduce calls per step, packing copies, us
-    calls = {(row[1], row[2]): (row[5], row[9]) for row in rows}
+    # model, mode, bucket (two words), then per rank count: ms, blocking ms, overlap saves, Allreduce calls per
+    # step, packing copies, us
+    calls = {(row[1], row[2]): (row[7], row[13]) for row in rows}
     assert calls == {("eager", "one"): ("1", "1"), ("eager", "per"): ("10", "10"), ("eager", "quarter"): ("5", "5"),
                      ("compiled", "one"): ("1", "1"), ("compiled", "per"): ("10", "10"),
                      ("compiled", "quarter"): ("5", "5")}   # 10 tensors: a quarter of the bytes holds 2 or 3
-    copies = {(row[1], row[2]): (row[6], row[10]) for row in rows}
-    assert all(copies[key] == (("0", "0") if key[0] == "compiled" else ("1", "1")) for key in copies), copies
+    # eager packs each bucket's fresh gradients (zero_grad sets them to None); compiled lays them in one block
+    copies = {(row[1], row[2]): (row[8], row[14]) for row in rows}
+    assert copies == {**{key: ("0", "0") for key in calls if key[0] == "compiled"},
+                      **{key: calls[key] for key in calls if key[0] == "eager"}}, copies
+    blocking = {(row[1], row[2]): (row[5], row[11]) for row in rows}
+    assert all((value == ("-", "-")) == (key[0] == "compiled") for key, value in blocking.items()), blocking
 
 
 def test_before_init_errors_are_pytorchs():

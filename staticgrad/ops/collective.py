@@ -172,14 +172,19 @@ def start_all_reduce(flat: np.ndarray, op: str) -> np.ndarray:
     ``_all_reduce_wait`` (which divides for "avg"). Earlier buckets still in flight are tested,
     which lets MPI progress them while backward goes on."""
     communicator = comm()
-    if _PENDING:
-        World.mpi_request.Testall(list(_PENDING.values()))
+    progress()
     started = time.perf_counter()
     ticket = next(_TICKETS)
     _PENDING[ticket] = communicator.Iallreduce(World.in_place, flat, op=World.mpi_ops["sum" if op == "avg" else op])
     World.allreduce_seconds += time.perf_counter() - started
     World.allreduce_calls += 1
     return np.array([ticket], dtype=np.int64)
+
+
+def progress() -> None:
+    """Let MPI move the all-reduces in flight along (it does so only inside MPI calls)."""
+    if _PENDING:
+        World.mpi_request.Testall(list(_PENDING.values()))
 
 
 def _all_reduce_wait(*buffers_and_tickets, op="avg", layout=()):

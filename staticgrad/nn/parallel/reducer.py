@@ -107,8 +107,10 @@ class Reducer:
         if self.ready[index]:
             self._abandon()   # a backward that raised before its end left buckets in flight
         self.ready[index] = True
-        self.buckets[self.bucket_of[index]].waiting -= 1
-        self._start_complete_buckets()
+        bucket = self.buckets[self.bucket_of[index]]
+        bucket.waiting -= 1
+        if bucket.waiting == 0:
+            self._start_complete_buckets()
 
     def _start_complete_buckets(self) -> None:
         while len(self.started) < len(self.buckets) and self.buckets[len(self.started)].waiting == 0:

@@ -29,19 +29,13 @@ class Bucket:
 
     members: list
     waiting: int = 0       # members not ready yet in this backward
-    buffer: np.ndarray | None = None   # the flat buffer whose views the members' .grad were made last
+    buffer: np.ndarray | None = None   # the flat buffer the members' .grad were last made views of
+    views: tuple = ()      # those .grad, as (tensor, its array)
 
     def holds(self, grads: list) -> bool:
         """Every gradient is still the view of ``buffer`` it was made (accumulated there in place,
         as after ``zero_grad(set_to_none=False)``): the bucket may be reduced there, no copy."""
-        if self.buffer is None:
-            return False
-        address = self.buffer.__array_interface__["data"][0]
-        for g in grads:
-            if g.dtype != self.buffer.dtype or not g.flags.c_contiguous or g.__array_interface__["data"][0] != address:
-                return False
-            address += g.nbytes
-        return True
+        return bool(self.views) and all(g is t and g._data is a for g, (t, a) in zip(grads, self.views))
 
 
 def plan_buckets(params: list, bucket_bytes: int | None) -> list:
@@ -115,13 +109,14 @@ class Reducer:
     def _start_complete_buckets(self) -> None:
         while len(self.started) < len(self.buckets) and self.buckets[len(self.started)].waiting == 0:
             bucket = self.buckets[len(self.started)]
-            arrays = [self._gradient(i) for i in bucket.members]
-            # a fresh gradient may share memory with one the rest of backward reads: reduce a copy
-            flat = bucket.buffer if bucket.holds(arrays) else pack(arrays)
-            self.started.append((flat, start_all_reduce(flat, "avg")))
+            grads = [self.params[i]._grad for i in bucket.members]
+            if bucket.holds(grads):
+                flat, fresh = bucket.buffer, False
+            else:   # a fresh gradient may share memory with one the rest of backward reads: reduce a copy
+                flat, fresh = pack([self._array(i, g) for i, g in zip(bucket.members, grads)]), True
+            self.started.append((flat, start_all_reduce(flat, "avg"), fresh))
 
-    def _gradient(self, index: int) -> np.ndarray:
-        grad = self.params[index]._grad
+    def _array(self, index: int, grad) -> np.ndarray:
         return grad._data if grad is not None else np.zeros_like(self.params[index]._data)
 
     def finish(self) -> None:
@@ -137,31 +132,29 @@ class Reducer:
             self.ready[index] = True
             self.buckets[self.bucket_of[index]].waiting -= 1
         self._start_complete_buckets()
-        layout = []
-        for b, bucket in enumerate(self.buckets):
-            offset = 0
-            for i in bucket.members:
-                layout.append((b, offset, self.params[i]._data.shape))
-                offset += self.params[i]._data.size
-        flats = [flat for flat, _ in self.started]
-        tickets = [ticket for _, ticket in self.started]
-        for bucket, flat in zip(self.buckets, flats):
-            bucket.buffer = flat
-        averaged = _all_reduce_wait(*flats, *tickets, op="avg", layout=tuple(layout))
-        order = [i for bucket in self.buckets for i in bucket.members]
+        started = self.started
+        _all_reduce_wait(*[flat for flat, _, _ in started], *[ticket for _, ticket, _ in started], op="avg",
+                         layout=())
         self._reset()
-        for i, g in zip(order, averaged):
-            p = self.params[i]
-            current = p._grad
-            if current is not None and _same_place(current._data, g):
-                continue   # reduced where it lies already (the gradient is a view of its bucket)
-            p.grad = Tensor._make(g, False, None)
+        for bucket, (flat, _, fresh) in zip(self.buckets, started):
+            if not fresh:
+                continue   # reduced where its gradients lie
+            views, offset = [], 0
+            for i in bucket.members:
+                p = self.params[i]
+                view = flat[offset:offset + p._data.size].reshape(p._data.shape)
+                offset += p._data.size
+                grad = Tensor._make(view, False, None)
+                p._store_grad(grad)   # shape and dtype are the parameter's; no trace is running
+                views.append((grad, view))
+            bucket.buffer, bucket.views = flat, tuple(views)
 
     def _abandon(self) -> None:
         """Wait for the buckets already started (every rank started them; a bucket reduced where
         its gradients lie leaves them averaged), then forget this backward."""
         if self.started:
-            _all_reduce_wait(*[f for f, _ in self.started], *[t for _, t in self.started], op="avg", layout=())
+            _all_reduce_wait(*[f for f, _, _ in self.started], *[t for _, t, _ in self.started], op="avg",
+                             layout=())
         self._reset()
 
 
@@ -170,10 +163,6 @@ def no_gradient_error(name: str) -> RuntimeError:
         f"DistributedDataParallel: parameter '{name}' received no gradient in this backward, so the ranks "
         "cannot average it; use every parameter in the loss, or construct "
         "DistributedDataParallel(..., find_unused_parameters=True) to average a zero gradient for it")
-
-
-def _same_place(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
 
 
 class _ReadyHook:

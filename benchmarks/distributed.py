@@ -6,12 +6,15 @@ in one Allreduce save over one Allreduce per tensor?
 Launches ``mpiexec -n R`` for each rank count: every rank trains the bench tanh MLP (SGD with
 momentum) wrapped in DistributedDataParallel on its share of the same global batch (strong
 scaling), eagerly and as a compiled step, with the gradients averaged in one bucket (one
-Allreduce per step), one bucket per tensor (``bucket_cap_mb=0``), and four buckets (blocking in
-eager; in a compiled step each bucket's Iallreduce starts as soon as backward produced it). Prints the median ms per
-step (the slowest rank's), scaling efficiency T(1) / (R x T(R)), Allreduce calls per step and the
-median us per step blocked in them (waiting for the other rank included; for started buckets, the
-starts and the final wait: what overlap leaves). On a machine with fewer
-cores than ranks x BLAS threads the ranks compete for cores: the machine line and the load say so.
+Allreduce per step), one bucket per tensor (``bucket_cap_mb=0``), and four buckets. Each bucket's
+Iallreduce starts as soon as backward has produced its gradients (eager: when the hook after its
+last gradient's accumulation fires; compiled: right after the op that produced it); the eager rows
+also time the same buckets reduced after backward, blocking one after the other ("blocking ms")
+and the time overlap saves against that. Prints the median ms per step (the slowest rank's),
+scaling efficiency T(1) / (R x T(R)), Allreduce calls per step and the median us per step blocked
+in them (waiting for the other rank included; for started buckets, the starts and the final wait:
+what overlap leaves). On a machine with fewer cores than ranks x BLAS threads the ranks compete
+for cores: the machine line and the load say so.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ import sys
 from pathlib import Path
 
 # How the gradients are averaged: bucket_cap_mb of DistributedDataParallel, or "quarter": buckets of
-# a quarter of the model's gradient bytes (blocking one by one in eager; in a compiled step each
-# starts as soon as backward has produced it and runs while the rest of backward does).
+# a quarter of the model's gradient bytes (each starts as soon as backward has produced it and runs
+# while the rest of backward does; "eager blocking": one by one after backward).
 BUCKETS = {"one bucket": None, "per tensor": 0, "quarter buckets": "quarter"}
-MODES = ("eager", "compiled", "compiled-model")   # compiled-model: DDP(compile(model)), eager loss and step
+MODES = ("eager", "compiled", "compiled-model")   # the rows; compiled-model: DDP(compile(model)), eager loss and step
+TIMED = ("eager", "eager blocking", "compiled", "compiled-model")
 
 
 def worker(sizes: list, steps: int) -> None:
@@ -50,13 +54,14 @@ def worker(sizes: list, steps: int) -> None:
         per_rank = size.batch // ranks
         shard = slice(rank * per_rank, (rank + 1) * per_rank)
         data = [(sg.tensor(x[shard]), sg.tensor(y[shard])) for x, y in batches(size)]
-        for mode in MODES:
+        for mode in TIMED:
             for bucket, cap in BUCKETS.items():
                 model, _, _ = build(sg, size, initial_weights(size))
                 if cap == "quarter":
                     cap = sum(p.numel() * p.element_size() for p in model.parameters()) / 4 / 2**20 * 1.01
                 ddp = DistributedDataParallel(sg.compile(model) if mode == "compiled-model" else model,
                                               bucket_cap_mb=cap)
+                ddp._overlap_backward = mode != "eager blocking"
                 opt = sg.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
                 step = _step(sg, ddp, opt)
                 if mode == "compiled":
@@ -127,8 +132,8 @@ def table(reports: dict, sizes: list) -> str:
     ranks = sorted(reports)
     head = ["model", "mode", "all-reduce"]
     for r in ranks:
-        head += [f"{r} rank{'s' if r > 1 else ''} ms", f"calls/step ({r})", f"copies/step ({r})",
-                 f"allreduce us ({r})"]
+        head += [f"{r} rank{'s' if r > 1 else ''} ms", f"blocking ms ({r})", f"overlap saves ({r})",
+                 f"calls/step ({r})", f"copies/step ({r})", f"allreduce us ({r})"]
     head += [f"efficiency {r}" for r in ranks if r != ranks[0]]
     rows = []
     for size in sizes:
@@ -138,7 +143,10 @@ def table(reports: dict, sizes: list) -> str:
                 row = [size, mode, bucket]
                 for r in ranks:
                     res = reports[r]["results"][key]
-                    row += [f"{res['ms']:.3f}", f"{res['allreduce_calls_per_step']:.0f}",
+                    blocking = reports[r]["results"].get(f"{size}|eager blocking|{bucket}") if mode == "eager" else None
+                    row += [f"{res['ms']:.3f}", "-" if blocking is None else f"{blocking['ms']:.3f}",
+                            "-" if blocking is None else f"{1 - res['ms'] / blocking['ms']:.0%}",
+                            f"{res['allreduce_calls_per_step']:.0f}",
                             f"{res['packing_copies_per_step']:.0f}",
                             f"{res['allreduce_us_per_step']:.1f}"]
                 base = reports[ranks[0]]["results"][key]["ms"] * ranks[0]

@@ -120,7 +120,8 @@ def scenario_train() -> None:
 
 def scenario_no_sync() -> None:
     """Gradients accumulated over two micro-batches, the first under no_sync(): local until the
-    last backward, then averaged; eager and a compiled backward (no_sync guarded: it retraces)."""
+    last backward, then averaged; eager (one bucket, and three overlapped with backward) and a
+    compiled backward (no_sync guarded: it retraces)."""
     rank, size = dist.get_rank(), dist.get_world_size()
     (x, y), = batches(1)
     xs, ys = shard(x, rank, size), shard(y, rank, size)
@@ -128,10 +129,10 @@ def scenario_no_sync() -> None:
     micro = [(xs[:half], ys[:half]), (xs[half:], ys[half:])]
     reference = make_model(seed=0)
     (2 * torch.nn.functional.mse_loss(reference(x), y)).backward()   # micro-batch means: twice the full mean
-    for mode in ("eager", "compiled", "compiled model"):
+    for mode, buckets in (("eager", 1), ("eager", 3), ("compiled", 1), ("compiled model", 1)):
         compiled = mode == "compiled"
         model = make_model(seed=0)
-        ddp = DDP(model)
+        ddp = DDP(model, bucket_cap_mb=25 * 8 / 2**20 if buckets == 3 else None)
         # a compiled model averages inside its backward only when the gradients are in sync: after
         # a backward under no_sync() the averaging is of the whole accumulated gradient, after it
         forward = torch.compile(ddp) if mode == "compiled model" else ddp
@@ -153,8 +154,8 @@ def scenario_no_sync() -> None:
             if np.allclose(gathered[0], gathered[1]):
                 raise AssertionError("under no_sync() the ranks' gradients were averaged")
             run(*micro[1])
-            if World.allreduce_calls != calls + 1:
-                raise AssertionError("the backward after no_sync() did not run one Allreduce")
+            if World.allreduce_calls != calls + buckets:
+                raise AssertionError(f"the backward after no_sync() did not run {buckets} Allreduce calls")
             for (name, p), q in zip(model.named_parameters(), reference.parameters()):
                 if not np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-12):
                     raise AssertionError(f"no_sync accumulation ({mode}): "
@@ -176,43 +177,121 @@ def scenario_no_sync() -> None:
     print(f"rank {rank}: no_sync ok", flush=True)
 
 
+class _LoggedComm:
+    """The world's communicator, logging each non-blocking all-reduce it starts (and its size)."""
+
+    def __init__(self, comm, events: list):
+        self._comm = comm
+        self._events = events
+
+    def __getattr__(self, name):
+        return getattr(self._comm, name)
+
+    def Iallreduce(self, in_place, buffer, op=None):
+        self._events.append(("Iallreduce", np.asarray(buffer).size))
+        return self._comm.Iallreduce(in_place, buffer, op=op)
+
+
 def scenario_buckets() -> None:
-    """With buckets (bucket_cap_mb), eager reduces bucket by bucket and a compiled step starts each
-    bucket's non-blocking all-reduce right after backward produced it: the same values bit for
-    bit, and those of one process on the whole batch."""
+    """With buckets (bucket_cap_mb), eager starts each bucket's non-blocking all-reduce as soon as
+    backward produced its gradients (and, for comparison, reduces them blocking after backward), and
+    a compiled step starts each right after the op that produced it: the same values bit for bit,
+    those of one process on the whole batch, and the first bucket starts before backward reaches
+    the first layer."""
     rank, size = dist.get_rank(), dist.get_world_size()
     data = batches(STEPS + 1)
     cap = 25 * 8 / 2**20          # 25 float64 elements: 3 buckets of the 66 (35, 7, 21, 3) in either order
-    finals = []
-    for compiled in (False, True):
+    finals = {}
+    for mode in ("eager", "eager blocking", "eager kept in buckets", "compiled"):
         model = make_model(seed=0)
         ddp = DDP(model, bucket_cap_mb=cap)
-        step = training_step(ddp, optimizer("adam", ddp.parameters()))
-        if compiled:
+        ddp._overlap_backward = mode != "eager blocking"
+        opt = optimizer("adam", ddp.parameters())
+        step = training_step(ddp, opt)
+        if mode == "eager kept in buckets":   # .grad stay views of their buckets: reduced there, no copy
+            def step(x, y, ddp=ddp, opt=opt):
+                opt.zero_grad(set_to_none=False)
+                torch.nn.functional.mse_loss(ddp(x), y).backward()
+                opt.step()
+        if mode == "compiled":
             step = torch.compile(step)
         calls = World.allreduce_calls
         for x, y in data:
             copies = World.packing_copies
             step(shard(x, rank, size), shard(y, rank, size))
-        if compiled:
+        if mode == "compiled":
             in_block(model, World.packing_copies - copies, "buckets")
+        if mode == "eager kept in buckets" and World.packing_copies != copies:
+            raise AssertionError(f"{mode}: {World.packing_copies - copies} packing copies")
         if World.allreduce_calls - calls != 3 * len(data):
-            raise AssertionError(f"{World.allreduce_calls - calls} Allreduce calls for 3 buckets in {len(data)} steps")
-        finals.append([p.detach().numpy().copy() for p in model.parameters()])
+            raise AssertionError(f"{mode}: {World.allreduce_calls - calls} Allreduce calls for 3 buckets in "
+                                 f"{len(data)} steps")
+        finals[mode] = [p.detach().numpy().copy() for p in model.parameters()]
     ops = [s.op for s in step.plan.program.steps]
     starts = [i for i, op in enumerate(ops) if op == "all_reduce_start"]
     last_mm = max(i for i, op in enumerate(ops) if op == "mm")
     if len(starts) != 3 or ops.count("all_reduce_wait") != 1 or "all_reduce_grads" in ops or starts[0] > last_mm:
         raise AssertionError(f"the buckets do not start during backward: {ops}")
-    for a, b in zip(*finals):
-        if not np.array_equal(a, b):
-            raise AssertionError("overlapped buckets (compiled) differ from blocking buckets (eager)")
+    for mode, final in finals.items():
+        for a, b in zip(final, finals["compiled"]):
+            if not np.array_equal(a, b):
+                raise AssertionError(f"buckets: {mode} differs from compiled")
     reference = make_model(seed=0)
     reference_step = training_step(reference, optimizer("adam", reference.parameters()))
     for x, y in data:
         reference_step(x, y)
     check_close(model, reference, "buckets")
+
+    # eager: the last layer's bucket (bias 3 + weight 21) starts before backward reaches the first layer
+    events: list = []
+    ddp = DDP(make_model(seed=0), bucket_cap_mb=cap)
+    x, y = data[0]
+    x = shard(x, rank, size).requires_grad_(True)
+    x.register_hook(lambda g: events.append(("first layer's backward", None)))
+    world, World.comm = World.comm, _LoggedComm(World.comm, events)
+    try:
+        torch.nn.functional.mse_loss(ddp(x), shard(y, rank, size)).backward()
+    finally:
+        World.comm = world
+    if events[0] != ("Iallreduce", 24) or events.index(("first layer's backward", None)) == 0:
+        raise AssertionError(f"eager buckets in the order {events}: the first did not start during backward")
+    if sorted(size for what, size in events if what == "Iallreduce") != [7, 24, 35]:
+        raise AssertionError(f"eager buckets: {events}")
     print(f"rank {rank}: buckets ok", flush=True)
+
+
+def scenario_unused() -> None:
+    """A parameter no backward reaches: an error on every rank (and the next backward starts
+    afresh); with find_unused_parameters, its zero gradient averaged with the other rank's."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    (x, y), = batches(1)
+    xs, ys = shard(x, rank, size), shard(y, rank, size)
+    for find_unused in (False, True):
+        model = make_model(seed=0)
+        ddp = DDP(model, bucket_cap_mb=0, find_unused_parameters=find_unused)
+        if not find_unused:
+            try:
+                torch.nn.functional.mse_loss(model[0](xs).sum(1, keepdim=True), ys[:, :1]).backward()
+            except RuntimeError as error:
+                if "parameter '2.weight' received no gradient" not in str(error):
+                    raise
+            else:
+                raise AssertionError("a parameter without a gradient passed")
+            ddp.zero_grad()
+            torch.nn.functional.mse_loss(ddp(xs), ys).backward()   # every parameter: averages as usual
+            same_on_every_rank([p.grad for p in model.parameters()], "after the error, gradients")
+            continue
+        # rank 0 leaves the last layer out: its gradient there is half of rank 1's
+        out = model[1](model[0](xs)) if rank == 0 else ddp(xs)
+        torch.nn.functional.mse_loss(out.sum(1, keepdim=True) if rank == 0 else out, ys[:, :1] if rank == 0 else ys
+                                     ).backward()
+        gathered = World.comm.allgather(model[2].weight.grad.numpy().copy())
+        reference = make_model(seed=0)
+        torch.nn.functional.mse_loss(reference(shard(x, 1, size)), shard(y, 1, size)).backward()
+        if not np.array_equal(gathered[0], gathered[1]) or not np.allclose(
+                gathered[0], reference[2].weight.grad.numpy() / 2, rtol=1e-12, atol=1e-15):
+            raise AssertionError("find_unused_parameters: the unused weight's gradient is not half of rank 1's")
+    print(f"rank {rank}: unused ok", flush=True)
 
 
 def scenario_collectives() -> None:

@@ -48,11 +48,12 @@ def launch(scenario: str, ranks: int = 2) -> subprocess.CompletedProcess:
 
 
 @needs_mpi
-@pytest.mark.parametrize("scenario", ["train", "no_sync", "buckets", "collectives"])
+@pytest.mark.parametrize("scenario", ["train", "no_sync", "buckets", "unused", "collectives"])
 def test_two_ranks(scenario):
     """train: two ranks on half batches = one process on the whole batch (eager, compiled step and model, SGD
-    and Adam, one Allreduce per step); no_sync: accumulation; buckets: overlapped in a compiled step,
-    blocking in eager, equal; collectives: broadcast, all_reduce."""
+    and Adam, one Allreduce per step); no_sync: accumulation; buckets: overlapped with backward in eager and in
+    a compiled step, blocking in eager, all equal, the first bucket started before backward ends; unused:
+    find_unused_parameters; collectives: broadcast, all_reduce."""
     done = launch(scenario)
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in (0, 1):
@@ -87,16 +88,20 @@ def test_the_benchmark_runs_one_and_two_ranks():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OpenBLAS core" in done.stdout
     rows = [line.split() for line in done.stdout.splitlines() if line.lstrip().startswith("tiny")]
-    # model, mode, bucket (two words), then per rank count: ms, Allreduce calls per step, packing copies, us
-    calls = {(row[1], row[2]): (row[5], row[9]) for row in rows}
+    # model, mode, bucket (two words), then per rank count: ms, blocking ms, overlap saves, Allreduce calls per
+    # step, packing copies, us
+    calls = {(row[1], row[2]): (row[7], row[13]) for row in rows}
     assert calls == {("eager", "one"): ("1", "1"), ("eager", "per"): ("10", "10"), ("eager", "quarter"): ("5", "5"),
                      ("compiled", "one"): ("1", "1"), ("compiled", "per"): ("10", "10"),
                      ("compiled", "quarter"): ("5", "5"), ("compiled-model", "one"): ("1", "1"),
                      ("compiled-model", "per"): ("10", "10"), ("compiled-model", "quarter"): ("5", "5")}
-    # (10 tensors: a quarter of the bytes holds 2 or 3); a compiled step and a compiled model's backward
-    # lay their gradients out in one block: no packing copy
-    copies = {(row[1], row[2]): (row[6], row[10]) for row in rows}
-    assert all(copies[key] == (("1", "1") if key[0] == "eager" else ("0", "0")) for key in copies), copies
+    # (10 tensors: a quarter of the bytes holds 2 or 3); eager packs each bucket's fresh gradients
+    # (zero_grad sets them to None); a compiled step and a compiled model's backward lay them in one block
+    copies = {(row[1], row[2]): (row[8], row[14]) for row in rows}
+    assert copies == {**{key: ("0", "0") for key in calls if key[0] != "eager"},
+                      **{key: calls[key] for key in calls if key[0] == "eager"}}, copies
+    blocking = {(row[1], row[2]): (row[5], row[11]) for row in rows}
+    assert all((value == ("-", "-")) == (key[0] != "eager") for key, value in blocking.items()), blocking
 
 
 def test_before_init_errors_are_pytorchs():

@@ -202,6 +202,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                 if entry is not None and accumulate:
                     if accumulate_only is None or (node, 0) in accumulate_only:
                         _accumulate_into_leaf(node.variable, entry[0], entry[1])
+                        if node._post_hooks:   # after accumulating, as PyTorch: (grad_inputs, grad_outputs)
+                            for hook in list(node._post_hooks):
+                                hook((), (entry[0],))
                 continue
             if accumulate_only is not None:
                 for nr, (g, _owned) in buf.items():

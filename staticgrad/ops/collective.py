@@ -154,21 +154,37 @@ _TICKETS = iter(range(1 << 62))
 def _all_reduce_start(*grads, op="avg", in_block=False):
     """Pack a bucket's gradients into a fresh flat buffer (or, ``in_block``, take their part of
     the step's gradient block) and start a non-blocking ``Iallreduce`` on it; returns (the buffer,
-    a ticket naming the request). Earlier buckets still in flight are tested, which lets MPI
-    progress them while backward goes on."""
-    communicator = comm()
+    a ticket naming the request)."""
     flat = _in_block(grads) if in_block else None
     if flat is None:
-        flat = np.concatenate(grads, axis=None) if len(grads) > 1 else grads[0].ravel().copy()
-        World.packing_copies += 1
-    if _PENDING:
-        World.mpi_request.Testall(list(_PENDING.values()))
+        flat = pack(grads)
+    return flat, start_all_reduce(flat, op)
+
+
+def pack(grads) -> np.ndarray:
+    """The gradients one after another in a fresh flat buffer (one copy, counted)."""
+    World.packing_copies += 1
+    return np.concatenate(grads, axis=None) if len(grads) > 1 else grads[0].ravel().copy()
+
+
+def start_all_reduce(flat: np.ndarray, op: str) -> np.ndarray:
+    """Start a non-blocking ``Iallreduce`` of ``flat`` in place; a ticket naming the request for
+    ``_all_reduce_wait`` (which divides for "avg"). Earlier buckets still in flight are tested,
+    which lets MPI progress them while backward goes on."""
+    communicator = comm()
+    progress()
     started = time.perf_counter()
     ticket = next(_TICKETS)
     _PENDING[ticket] = communicator.Iallreduce(World.in_place, flat, op=World.mpi_ops["sum" if op == "avg" else op])
     World.allreduce_seconds += time.perf_counter() - started
     World.allreduce_calls += 1
-    return flat, np.array([ticket], dtype=np.int64)
+    return np.array([ticket], dtype=np.int64)
+
+
+def progress() -> None:
+    """Let MPI move the all-reduces in flight along (it does so only inside MPI calls)."""
+    if _PENDING:
+        World.mpi_request.Testall(list(_PENDING.values()))
 
 
 def _all_reduce_wait(*buffers_and_tickets, op="avg", layout=()):

@@ -5,7 +5,8 @@ gradient, and one ``all_reduce_wait`` where the all-reduce was.
 
 Buckets follow the order in which the backward produces gradients (the last layer's first), so
 the first bucket starts while the rest of backward still runs, as PyTorch's DDP orders its
-buckets; eager runs the same buckets blocking, in parameter order. Every rank runs the same
+buckets (eager DistributedDataParallel overlaps its own buckets, in reverse parameter order, from
+hooks after each gradient's accumulation: ``nn/parallel/reducer.py``). Every rank runs the same
 program, so every rank starts the same buckets in the same order. Reads concrete shapes (bucket
 sizes are bytes): it runs before the shape-generic passes.
 """

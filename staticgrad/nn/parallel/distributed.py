@@ -1,9 +1,11 @@
 """DistributedDataParallel: one replica of a module per rank, kept in step by averaging the
-gradients over every rank at the end of each backward (PyTorch's DDP, on MPI).
+gradients over every rank during each backward (PyTorch's DDP, on MPI).
 
-The averaging is one op, ``all_reduce_grads``: every gradient packed into one contiguous
-buffer and reduced with one ``Allreduce`` (not one per tensor), which a compiled training step
-records like any other op and replays without Python per tensor.
+Eagerly, the reducer (``reducer.py``) starts each bucket's non-blocking ``Iallreduce`` as soon as
+backward has produced the bucket's gradients and waits for all at the end of backward. A traced
+step records the averaging as one op, ``all_reduce_grads`` (every gradient packed into one
+contiguous buffer, reduced bucket by bucket), which the compiler splits into overlapped buckets
+and a replay runs without Python per tensor.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from dataclasses import dataclass
 from staticgrad._eager.dispatch import F
 from staticgrad._eager.engine import add_backward_end_callback, add_compiled_gradient_reducer
 from staticgrad._eager.grad_mode import no_grad
-from staticgrad._eager.node import grad_accumulator
-from staticgrad._state import bump_epoch, guard
+from staticgrad._state import Tracing, bump_epoch, guard
 from staticgrad.distributed.process_group import RankMismatchError, broadcast
 from staticgrad.nn.module import Module
+from staticgrad.nn.parallel.reducer import Reducer, no_gradient_error
 from staticgrad.ops.collective import comm
 
 MEGABYTE = 1024 * 1024
@@ -29,9 +31,12 @@ class DistributedDataParallel(Module):
     same parameters and buffers (names, shapes, dtypes; a clear error on every rank otherwise) and
     copy rank 0's values to all; after each backward that reaches its parameters, average their
     gradients over the ranks (skipped inside ``no_sync()``). ``bucket_cap_mb``: None reduces every
-    gradient in one ``Allreduce``; a size splits them, in order, into buckets of at most that many
-    MB (0: one call per tensor, for comparison). Gradients become views of one flat buffer, as with
-    PyTorch's ``gradient_as_bucket_view=True``."""
+    gradient in one ``Allreduce``; a size splits them, in reverse parameter order, into buckets of
+    at most that many MB (0: one call per tensor, for comparison), each reduced while the rest of
+    backward runs. Gradients become views of their bucket's buffer, as with PyTorch's
+    ``gradient_as_bucket_view=True`` (kept there, as by ``zero_grad(set_to_none=False)``, they are
+    reduced in place, with no packing copy). ``_overlap_backward = False`` reduces the buckets
+    after backward instead, blocking one after the other (what benchmarks compare with)."""
 
     def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0,
                  broadcast_buffers: bool = True, init_sync: bool = True, process_group=None,
@@ -61,10 +66,12 @@ class DistributedDataParallel(Module):
             with no_grad():
                 for t in list(module.parameters()) + list(module.buffers()):
                     broadcast(t, 0)
-        # held strongly (as PyTorch's reducer holds them), so the graph's nodes are these very ones
-        self._accumulators = frozenset(grad_accumulator(p) for p in self._grad_params)
+        self._overlap_backward = True
+        self._reducer = Reducer(self._grad_names, self._grad_params, self.bucket_bytes, find_unused_parameters,
+                                weakref.WeakMethod(self._averages_during_backward))
+        self._accumulators = frozenset(self._reducer.accumulators)
         self._callback = add_backward_end_callback(self._after_backward)
-        self._reducer = add_compiled_gradient_reducer(self._average_in_compiled_backward)
+        self._compiled_reducer = add_compiled_gradient_reducer(self._average_in_compiled_backward)
         self._compiled_averaged = False   # a compiled backward averaged some gradients since the last backward ended
         self._local_grads = False         # a backward under no_sync() left each rank's own gradients
 
@@ -114,6 +121,11 @@ class DistributedDataParallel(Module):
             self._local_grads = local
             bump_epoch()   # compiled plans guard it: they re-check
 
+    def _averages_during_backward(self) -> bool:
+        """Whether the reducer's hooks start buckets in this backward (not inside ``no_sync()``, nor
+        after a compiled backward averaged gradients in it: what is left is averaged at its end)."""
+        return self.require_backward_grad_sync and self._overlap_backward and not self._compiled_averaged
+
     def _after_backward(self, reached) -> None:
         """At the end of a backward: average the gradients if it reached this model's parameters
         (those that only compiled backwards averaged already are left as they are)."""
@@ -128,6 +140,13 @@ class DistributedDataParallel(Module):
         averaged_already = (self._averaged_by_compiled(reached) if compiled_averaged and not self._local_grads
                             else frozenset())
         self._set_local_grads(False)
+        if Tracing.tracer is None and self._overlap_backward:
+            if not averaged_already or self._reducer.started:
+                # (buckets an eager part started before a compiled backward averaged: all of them are
+                # averaged here, the compiled part again, which leaves it as it is)
+                self._reducer.finish()
+                return
+            self._reducer.discard()   # the hooks started nothing: the rest is averaged below
         grads = []
         for name, p in zip(self._grad_names, self._grad_params):
             if id(p) in averaged_already:
@@ -135,10 +154,7 @@ class DistributedDataParallel(Module):
             g = p.grad
             if g is None:
                 if not self.find_unused_parameters:
-                    raise RuntimeError(
-                        f"DistributedDataParallel: parameter '{name}' received no gradient in this backward, so "
-                        "the ranks cannot average it; use every parameter in the loss, or construct "
-                        "DistributedDataParallel(..., find_unused_parameters=True) to average a zero gradient for it")
+                    raise no_gradient_error(name)
                 g = F.zeros_like(p)
             grads.append(g)
         if not grads:

@@ -40,13 +40,16 @@ def corrections(step: np.ndarray, beta1, beta2, lr) -> tuple:
 
 
 def _fits(p, grad, exp_avg, exp_avg_sq, step) -> bool:
-    """The arrays suit the loop: one float dtype, one shape, C-contiguous, a 0-dim step count."""
+    """The arrays suit the loop: one float dtype, one shape, C-contiguous, aligned and writable
+    (the types the loop is compiled for), and a 0-dim step count."""
     data = p._data
     dtype, shape = data.dtype, data.shape
     if dtype not in _FLOATS or step._data.ndim != 0:
         return False
     for array in (data, grad._data, exp_avg._data, exp_avg_sq._data):
-        if array.dtype != dtype or array.shape != shape or not array.flags.c_contiguous:
+        flags = array.flags
+        if (array.dtype != dtype or array.shape != shape or not flags.c_contiguous or not flags.aligned
+                or not flags.writeable):
             return False
     return True
 

@@ -4,16 +4,17 @@ A replay runs no Python, so everything that changes from step to step is a tenso
 count is a 0-dim tensor incremented in place and the bias corrections are tensor ops on it
 (where PyTorch reads the count into Python). Every hyperparameter used as a number is read
 through ``hyper`` (betas through ``_beta``), so a replay re-reads it from ``param_groups``.
+When nothing records the step, ``adam_untraced`` does the same IEEE operations in one pass per
+parameter (AMSGrad, tensor hyperparameters and unusual layouts keep the ops).
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import zeros_like
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, replay_scalar
+from staticgrad.optim.adam_untraced import adam_step, corrections
 from staticgrad.optim.optimizer import Optimizer, hyper, step_counter
 
 
@@ -25,18 +26,6 @@ def _beta(group: dict, index: int):
 
 def _numbers(*values) -> bool:
     return all(type(v) is float or type(v) is int for v in values)
-
-
-def _eager_corrections(step: np.ndarray, beta1: float, beta2: float, lr: float) -> tuple:
-    """(-step_size, bias_correction2_sqrt) as 0-dim float64 tensors, made by the very NumPy calls
-    the traced ops make (to_dtype, rpow_scalar, rsub_scalar, sqrt, reciprocal, mul_scalar, neg):
-    an eager step skips nine dispatches per parameter and keeps the bits a replay computes."""
-    count = step.astype(np.float64)
-    bias_correction1 = np.subtract(1, np.power(beta1, count))
-    bias_correction2_sqrt = np.sqrt(np.subtract(1, np.power(beta2, count)))
-    step_size = np.multiply(np.reciprocal(bias_correction1), lr)
-    make = Tensor._make
-    return make(np.asarray(np.negative(step_size)), False, None), make(np.asarray(bias_correction2_sqrt), False, None)
 
 
 class Adam(Optimizer):
@@ -67,6 +56,9 @@ class Adam(Optimizer):
     def _update_group(self, group: dict) -> None:
         lr, eps, weight_decay = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
         beta1, beta2 = _beta(group, 0), _beta(group, 1)
+        untraced = Tracing.tracer is None and _numbers(lr, beta1, beta2)
+        in_one_loop = untraced and not group["amsgrad"] and _numbers(eps, weight_decay)
+        numbers, constants = (lr, beta1, beta2, eps, weight_decay), {}
         for p in group["params"]:
             grad = p.grad
             if grad is None:
@@ -78,6 +70,8 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = zeros_like(p)
                 if group["amsgrad"]:
                     state["max_exp_avg_sq"] = zeros_like(p)
+            if in_one_loop and adam_step(p, grad, state, group, numbers, constants):
+                continue
             if group["maximize"]:
                 grad = -grad
             step = state["step"].add_(1)
@@ -89,8 +83,10 @@ class Adam(Optimizer):
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_(grad, grad, value=1 - beta2)
-            if Tracing.tracer is None and _numbers(lr, beta1, beta2):
-                negative_step_size, bias_correction2_sqrt = _eager_corrections(step._data, beta1, beta2, lr)
+            if untraced:
+                make = Tensor._make
+                negative_step_size, bias_correction2_sqrt = (make(c, False, None) for c in
+                                                             corrections(step._data, beta1, beta2, lr))
             else:
                 step = step.double()
                 bias_correction1 = 1 - beta1 ** step

@@ -240,6 +240,8 @@ sqrt = np.sqrt
 '''
 
 
+# A kernel is called from Python only: no C wrapper (a tenth of a kernel's compile time).
+KERNEL_DECORATOR = "@njit(cache=True, error_model='numpy', nogil=True, no_cfunc_wrapper=True)"
 # A shared loop nest is called from its kernel only: no wrappers for calls from Python or C, which
 # would cost as much to compile as the loop (Numba builds them per function, per argument).
 LOOP_DECORATOR = "@njit(error_model='numpy', nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)"
@@ -295,7 +297,7 @@ def _kernel_source(kernel, same_as: tuple) -> tuple:
     definitions = "".join(f"\n\n{LOOP_DECORATOR}\ndef {helper_name}{helper}\n"
                           for helper, helper_name in helpers.items())
     name = "k_" + hashlib.sha1((",".join(args) + "\n" + definitions + body).encode()).hexdigest()[:16]
-    source = (KERNEL_HEADER + definitions + "\n\n@njit(cache=True, error_model='numpy', nogil=True)\n"
+    source = (KERNEL_HEADER + definitions + f"\n\n{KERNEL_DECORATOR}\n"
               f"def {name}({', '.join(args)}):\n{body}\n")
     return name, source, explicit_dims
 

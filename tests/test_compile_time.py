@@ -92,3 +92,27 @@ def test_lstm_loops_compile_once_for_eager_and_replay():
         assert len(kinds) == len(set(kinds)), f"{loop.py_func.__name__} compiled twice for one dtype: {loop.signatures}"
     assert np.array_equal(eager_model.lstm.weight_hh_l0.detach().numpy(),
                           compiled_model.lstm.weight_hh_l0.detach().numpy())
+
+
+def test_kernels_running_one_loop_nest_share_its_compiled_function():
+    from staticgrad.compiler.codegen import kernel_source
+    from staticgrad.compiler.ir import FusedKernel, FusedLoop
+    from staticgrad.runtime.kernels import load_kernel
+
+    def loop(op: str, source: tuple = ("in", 0)) -> FusedLoop:
+        return FusedLoop(ndim=1, dtype="float64", dims=(0,), loads=((source, (0,)),),
+                         body=((op, (("in", 0),), ()),), stores=((0, 0, (0,)),), sums=())
+
+    twice = FusedKernel(loops=(loop("neg"), loop("neg")), n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+    thrice = FusedKernel(loops=(loop("neg"),) * 3, n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+    first, second = (load_kernel(*kernel_source(k)[:2]) for k in (twice, thrice))
+    assert first is not second
+    shared = [name for name in first.py_func.__globals__ if name.startswith("loop_")]
+    assert len(shared) == 1
+    assert first.py_func.__globals__[shared[0]] is second.py_func.__globals__[shared[0]]
+    x = np.arange(4.0)
+    out = np.empty(4)
+    first(x, out)
+    assert np.array_equal(out, -x)
+    second(x, out)
+    assert np.array_equal(out, -x)

@@ -13,6 +13,7 @@ import math
 
 from staticgrad.compiler.ir import KernelScalar
 from staticgrad.ops import OPS
+from staticgrad.runtime.kernels import LOOP_PREFIX
 from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, Program
 
 
@@ -289,7 +290,7 @@ def _kernel_source(kernel, same_as: tuple) -> tuple:
     helpers = {}
     for number, (loop, (helper, call_args)) in enumerate(zip(kernel.loops, shared)):
         if uses[helper] > 1:   # a loop nest the kernel runs more than once: one function, compiled once
-            helper_name = helpers.setdefault(helper, f"loop_{hashlib.sha1(helper.encode()).hexdigest()[:16]}")
+            helper_name = helpers.setdefault(helper, LOOP_PREFIX + hashlib.sha1(helper.encode()).hexdigest()[:16])
             lines.append(f"    {helper_name}({', '.join(call_args)})")
         else:
             lines += _loop_lines(number, loop, arrays)

@@ -26,6 +26,9 @@ from pathlib import Path
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()      # one kernel object per name, even for concurrent first replays
+_LOOPS: dict = {}                  # shared loop functions by name (the name hashes the text)
+_LOOPS_LOCK = threading.Lock()
+LOOP_PREFIX = "loop_"              # how a kernel module names a loop function it may share
 _WARNED: set = set()               # (kind, directory) pairs already warned about in this process
 _WARN_LOCK = threading.Lock()      # separate from _LOAD_LOCK: taken under Numba's compiler lock
 
@@ -129,7 +132,18 @@ def _run_kernel_module(name: str, source, filename: str):
     module.__file__ = filename
     sys.modules[module.__name__] = module   # Numba re-imports it by name when loading an entry
     exec(compile(source, filename, "exec"), module.__dict__)
+    _share_loops(module)
     return getattr(module, name)
+
+
+def _share_loops(module) -> None:
+    """Point a kernel module's loop functions (``loop_<hash of its text>``, called by the kernel)
+    at the first loaded under that name, before the kernel compiles: kernels that run the same loop
+    nest (an optimizer's update, in several kernels) then compile it once per process."""
+    for name, value in list(vars(module).items()):
+        if name.startswith(LOOP_PREFIX):
+            with _LOOPS_LOCK:
+                setattr(module, name, _LOOPS.setdefault(name, value))
 
 
 def _without_disk_cache(source: str) -> ast.Module:

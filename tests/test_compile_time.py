@@ -116,3 +116,42 @@ def test_kernels_running_one_loop_nest_share_its_compiled_function():
     assert np.array_equal(out, -x)
     second(x, out)
     assert np.array_equal(out, -x)
+
+
+def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
+    import tracemalloc
+
+    import numba
+
+    from staticgrad.runtime.kernels import CompileWatch
+
+    @numba.njit
+    def twice(x):
+        return 2 * x
+
+    twice(1.0)
+    tracemalloc.start()
+    watch = CompileWatch()
+    try:
+        twice(3.0)                      # compiled already: measured as any call
+        assert not watch.compiled and tracemalloc.is_tracing()
+        twice(np.arange(3))             # a new signature compiles: the measurement ends
+        assert watch.compiled and not tracemalloc.is_tracing()
+    finally:
+        watch.close()
+        tracemalloc.stop()
+    tracemalloc.start()
+    try:
+        twice(np.arange(3.0))           # closed: a compile no longer stops tracemalloc
+        assert tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_trace_that_compiles_nothing_measures_eager_peak_memory():
+    _, eager, _, compiled = _twin_steps(lambda: sg.nn.Linear(6, 2), lambda p: sg.optim.SGD(p, lr=0.1))
+    x, y = sg.randn(3, 6), sg.randn(3, 2)
+    eager(x, y)
+    for _ in range(3):
+        compiled(x, y)
+    assert compiled.stats.replays and compiled.plan.record.eager_peak_bytes > 0

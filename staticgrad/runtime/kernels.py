@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import threading
+import tracemalloc
 import types
 import warnings
 from pathlib import Path
@@ -67,6 +68,33 @@ def load_numba() -> None:
 
     cpu_target.typing_context.refresh()
     cpu_target.target_context.refresh()
+
+
+class CompileWatch:
+    """Until ``close()``, notes whether Numba compiled anything (in any thread) and stops
+    tracemalloc when it starts to: traced, a compile takes several times as long, and its memory
+    is the compiler's, not the caller's. Cache loads are no compiles: they pass unnoticed."""
+
+    def __init__(self):
+        from numba.core import event  # numba loads with the first trace, not with staticgrad
+
+        watch = self
+
+        class Listener(event.Listener):
+            def on_start(self, _event):
+                watch.compiled = True
+                tracemalloc.stop()
+
+            def on_end(self, _event):
+                pass
+
+        self.compiled = False
+        self._listener = Listener()
+        self._event = event
+        event.register("numba:compile", self._listener)
+
+    def close(self) -> None:
+        self._event.unregister("numba:compile", self._listener)
 
 
 def _new_kernel(name: str, source: str):

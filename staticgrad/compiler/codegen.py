@@ -7,11 +7,13 @@ saved plan runs without the compiler. There is no per-op interpretation loop in 
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import math
 
 from staticgrad.compiler.ir import KernelScalar
 from staticgrad.ops import OPS
+from staticgrad.runtime.kernels import LOOP_PREFIX
 from staticgrad.runtime.program import KERNEL, MULTI, OUT, VIEW, Program
 
 
@@ -239,6 +241,13 @@ sqrt = np.sqrt
 '''
 
 
+# A kernel is called from Python only: no C wrapper (a tenth of a kernel's compile time).
+KERNEL_DECORATOR = "@njit(cache=True, error_model='numpy', nogil=True, no_cfunc_wrapper=True)"
+# A shared loop nest is called from its kernel only: no wrappers for calls from Python or C, which
+# would cost as much to compile as the loop (Numba builds them per function, per argument).
+LOOP_DECORATOR = "@njit(error_model='numpy', nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)"
+
+
 # kernel_source's results by kernel object (held, so that its id stays its own): the passes' result
 # for a structure is reused by every batch size (compiler/generic.py), kernel objects and all, so a
 # new batch size generates no kernel source. By identity, not equality: equal kernels may still
@@ -276,13 +285,50 @@ def _kernel_source(kernel, same_as: tuple) -> tuple:
             + [f"s{k}" for k in range(kernel.n_scalars)] + [f"n{d}" for d in explicit_dims])
     lines = [f"    T = np.{kernel.loops[0].dtype}"]
     lines += [f"    q{k} = T(s{k})" for k in range(kernel.n_scalars)]
-    for number, loop in enumerate(kernel.loops):
-        lines += _loop_lines(number, loop, arrays)
+    shared = [_shared_loop(loop, arrays) for loop in kernel.loops]
+    uses = collections.Counter(helper for helper, _ in shared)
+    helpers = {}
+    for number, (loop, (helper, call_args)) in enumerate(zip(kernel.loops, shared)):
+        if uses[helper] > 1:   # a loop nest the kernel runs more than once: one function, compiled once
+            helper_name = helpers.setdefault(helper, LOOP_PREFIX + hashlib.sha1(helper.encode()).hexdigest()[:16])
+            lines.append(f"    {helper_name}({', '.join(call_args)})")
+        else:
+            lines += _loop_lines(number, loop, arrays)
     body = "\n".join(lines)
-    name = "k_" + hashlib.sha1((",".join(args) + "\n" + body).encode()).hexdigest()[:16]
-    source = (KERNEL_HEADER + "\n\n@njit(cache=True, error_model='numpy', nogil=True)\n"
+    definitions = "".join(f"\n\n{LOOP_DECORATOR}\ndef {helper_name}{helper}\n"
+                          for helper, helper_name in helpers.items())
+    name = "k_" + hashlib.sha1((",".join(args) + "\n" + definitions + body).encode()).hexdigest()[:16]
+    source = (KERNEL_HEADER + definitions + f"\n\n{KERNEL_DECORATOR}\n"
               f"def {name}({', '.join(args)}):\n{body}\n")
     return name, source, explicit_dims
+
+
+def _shared_loop(loop, arrays: dict) -> tuple:
+    """(a loop nest's function, from its parameter list on, the arguments a kernel calls it with).
+    The text depends only on the loop's structure: its arrays, scalars and sizes are parameters in
+    order of first use (two keys naming one array, an output written into its input, stay one
+    parameter), so a kernel's loops that do the same work on other arrays (an optimizer's update of
+    each parameter) have one function, and Numba types and LLVM optimises that loop once. The calls
+    run the same operations in the same order as the loop written inline."""
+    keys = [("out", out) for _, out, _ in loop.sums] + [source for source, _ in loop.loads]
+    keys += [("out", out) for _, out, _ in loop.stores]
+    names = list(dict.fromkeys(arrays[key] for key in keys))
+    parameters = {name: f"p{k}" for k, name in enumerate(names)}
+    scalars = list(dict.fromkeys(v for _, _, attrs in loop.body for _, v in attrs if isinstance(v, KernelScalar)))
+    dims = list(loop.dims) if _shape_source(loop) is None else []
+    local_lines = _loop_lines(0, loop, {key: parameters[name] for key, name in arrays.items() if name in parameters},
+                              scalar_names={v: f"c{k}" for k, v in enumerate(scalars)},
+                              dim_names={d: f"m{k}" for k, d in enumerate(dims)})
+    header = (list(parameters.values()) + [f"c{k}" for k in range(len(scalars))]
+              + [f"m{k}" for k in range(len(dims))])
+    text = f"({', '.join(header)}):\n    T = np.{loop.dtype}\n" + "\n".join(local_lines)
+    call_args = names + [_scalar_name(v) for v in scalars] + [f"n{d}" for d in dims]
+    return text, call_args
+
+
+def _scalar_name(v: KernelScalar) -> str:
+    """A kernel scalar inside the kernel: ``s<k>`` as passed (raw), else ``q<k>``, cast to the loop dtype."""
+    return f"{'s' if v.raw else 'q'}{v.index}"
 
 
 def _shape_source(loop):
@@ -303,7 +349,10 @@ def _index(pattern: tuple) -> str:
     return ", ".join(f"i{d}" if d >= 0 else "0" for d in pattern)
 
 
-def _loop_lines(number: int, loop, arrays: dict) -> list:
+def _loop_lines(number: int, loop, arrays: dict, scalar_names: dict | None = None,
+                dim_names: dict | None = None) -> list:
+    """The lines of a loop nest (indented for a function body); the arrays, scalars and explicit
+    sizes by the names given (by default a kernel's: ``q<k>``/``s<k>`` and ``n<dim>``)."""
     lines = []
     for _, out, _pattern in loop.sums:
         lines.append(f"    {arrays['out', out]}.fill(T(0.0))")
@@ -315,14 +364,17 @@ def _loop_lines(number: int, loop, arrays: dict) -> list:
     shape_source = _shape_source(loop)
     indent = "    "
     for d in range(loop.ndim):
-        size = f"{arrays[shape_source]}.shape[{d}]" if shape_source is not None else f"n{loop.dims[d]}"
+        if shape_source is not None:
+            size = f"{arrays[shape_source]}.shape[{d}]"
+        else:
+            size = dim_names[loop.dims[d]] if dim_names else f"n{loop.dims[d]}"
         lines.append(f"{indent}for i{d} in range({size}):")
         indent += "    "
     statements = list(inner)
     for j, (op_name, args, attrs) in enumerate(loop.body):
         names = [f"x{number}_{k}" if kind == "in" else f"t{number}_{k}" for kind, k in args]
-        rendered = {k: _Variable(f"{'s' if v.raw else 'q'}{v.index}") if isinstance(v, KernelScalar) else v
-                    for k, v in attrs}
+        rendered = {k: _Variable(scalar_names[v] if scalar_names else _scalar_name(v))
+                    if isinstance(v, KernelScalar) else v for k, v in attrs}
         statements.append(f"t{number}_{j} = {OPS[op_name].scalar_expr(names, rendered)}")
     for t, out, pattern in loop.stores:
         statements.append(f"{arrays['out', out]}[{_index(pattern)}] = t{number}_{t}")

@@ -5,8 +5,6 @@ user's chosen backend, and needs no graphviz."""
 
 from __future__ import annotations
 
-import networkx as nx
-
 # Box colours: what a node's saved tensors are doing right now, with the legend's words.
 HELD_GRAPH_ONLY = "#f4a259"  # holds memory nobody else uses: backward (or dropping the graph) frees it
 HELD_SHARED = "#f7d488"      # holds storage a user tensor also uses
@@ -53,6 +51,8 @@ def tree_lines(g) -> list:
 
 def layers(g) -> list:
     """Node indices by layer: a node sits one below the lowest node that feeds it a gradient."""
+    import networkx as nx  # networkx (0.1-0.2 s to import) loads only when a picture is drawn, not with staticgrad
+
     simple = nx.DiGraph(g.to_networkx())
     return [sorted(layer) for layer in nx.topological_generations(simple)]
 

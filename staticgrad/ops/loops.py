@@ -21,10 +21,13 @@ import numpy as np
 
 
 def _jit(function, fastmath=False):
+    """Compiled on first call; without a C wrapper (the loops are called from Python and from each
+    other, never from C), which would add a tenth to each loop's compile time."""
+    options = {"nogil": True, "error_model": "numpy", "no_cfunc_wrapper": True, "fastmath": fastmath}
     try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=fastmath)(function)
+        return numba.njit(cache=True, **options)(function)
     except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(nogil=True, error_model="numpy", fastmath=fastmath)(function)
+        return numba.njit(**options)(function)
 
 
 # ---- erf ----------------------------------------------------------------------------------------

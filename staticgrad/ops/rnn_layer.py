@@ -55,6 +55,15 @@ def _views(workspace: np.ndarray, steps: int, batch: int, hidden: int):
     return gates, cells, tanh_cells
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array``, for the loops' inputs they only read: Numba compiles a loop
+    once per mix of read-only and writable arguments, and a replay's constants (a zero initial
+    state) are read-only, so the loops always get read-only views and compile once."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 def _order(steps: int, reverse: bool) -> range:
     return range(steps - 1, -1, -1) if reverse else range(steps)
 
@@ -79,7 +88,8 @@ def lstm_layer(x, w_ih, w_hh, b_ih, b_hh, h0, c0, out=None, reverse=False):
     np.matmul(x.reshape(steps * batch, x.shape[2]), w_ih_t, out=projected)
     projected += (b_ih + b_hh) * scale
     recurrent = np.empty((batch, 4 * hidden), dtype)
-    h, c = np.ascontiguousarray(h0), np.ascontiguousarray(c0)
+    h, c = np.ascontiguousarray(h0), _read_only(np.ascontiguousarray(c0))
+    read_cells = _read_only(cells)
     for t in _order(steps, reverse):
         act = gates[t]
         np.matmul(h, w_hh_t, out=recurrent)
@@ -88,7 +98,7 @@ def lstm_layer(x, w_ih, w_hh, b_ih, b_hh, h0, c0, out=None, reverse=False):
         loops.gates_forward(act, c, cells[t], half)
         np.tanh(cells[t], out=tanh_cells[t])
         np.multiply(act[:, 3 * hidden:], tanh_cells[t], out=output[t])
-        h, c = output[t], cells[t]
+        h, c = output[t], read_cells[t]
     return output, h.copy(), c.copy(), workspace
 
 
@@ -109,15 +119,17 @@ def lstm_layer_backward(x, w_ih, w_hh, h0, c0, output, workspace, *grads, out=No
     grad_output = (np.ascontiguousarray(grad_output) if grad_output is not None
                    else np.zeros((steps, batch, hidden), dtype))
     gates, cells, tanh_cells = _views(workspace, steps, batch, hidden)
-    c0 = np.ascontiguousarray(c0)
+    read_c0, read_cells, read_gates, read_tanh_cells, read_grad_output, read_dh = (
+        _read_only(a) for a in (np.ascontiguousarray(c0), cells, gates, tanh_cells, grad_output, dh))
     dgates = np.empty((steps, batch, 4 * hidden), dtype)
     one = dtype.type(1)
     order = _order(steps, reverse)
     first = order[0]
     for k in range(steps - 1, -1, -1):
         t = order[k]
-        c_prev = c0 if t == first else cells[order[k - 1]]
-        loops.gates_backward(grad_output[t], dh, dc, gates[t], c_prev, tanh_cells[t], dgates[t], one)
+        c_prev = read_c0 if t == first else read_cells[order[k - 1]]
+        loops.gates_backward(read_grad_output[t], read_dh, dc, read_gates[t], c_prev, read_tanh_cells[t], dgates[t],
+                             one)
         if k or needs[5]:  # after the first step, dh is h0's gradient
             np.matmul(dgates[t], w_hh, out=dh)
     flat = dgates.reshape(steps * batch, 4 * hidden)

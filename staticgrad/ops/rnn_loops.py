@@ -16,10 +16,11 @@ import numba
 
 
 def _jit(function):
+    """Compiled on first call, without a C wrapper (called from Python only; it costs compile time)."""
     try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy")(function)
+        return numba.njit(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True)(function)
     except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(nogil=True, error_model="numpy")(function)
+        return numba.njit(nogil=True, error_model="numpy", no_cfunc_wrapper=True)(function)
 
 
 @_jit

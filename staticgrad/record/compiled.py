@@ -40,7 +40,7 @@ from staticgrad.record.plan import Plan
 from staticgrad.record.scalars import CallFloats
 from staticgrad.record.tracer import Tracer
 from staticgrad.record.trees import flatten_outputs
-from staticgrad.runtime.kernels import load_numba
+from staticgrad.runtime.kernels import CompileWatch, load_numba
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
@@ -180,12 +180,15 @@ class CompiledFunction:
         # eager's peak memory, for plan.describe(): measured on the first signature's traces only,
         # since tracemalloc doubles a trace's time and a new batch size should cost little
         measuring = not tracemalloc.is_tracing() and (not self._cache or key in self._cache)
+        compiles = None
         if measuring:
             # Numba's first load in the process (the ops' loops, then the kernels need it) runs here,
             # untraced: under tracemalloc it costs several times as much, and its allocations are no
-            # part of eager's peak
+            # part of eager's peak. So does an op's loop compiled at its first call: it ends the
+            # measurement (this trace reports no peak; a later trace of the signature measures)
             jit_loops()
             load_numba()
+            compiles = CompileWatch()
             tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)
@@ -194,8 +197,11 @@ class CompiledFunction:
                         if GradMode.enabled and tracer.failure is None else None)
         finally:
             Tracing.tracer = previous
-            peak = tracemalloc.get_traced_memory()[1] if measuring else None
+            peak = None
             if measuring:
+                compiles.close()
+                if not compiles.compiled:
+                    peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
         with self._lock:
             return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats,

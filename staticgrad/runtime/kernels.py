@@ -20,12 +20,16 @@ import os
 import sys
 import tempfile
 import threading
+import tracemalloc
 import types
 import warnings
 from pathlib import Path
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()      # one kernel object per name, even for concurrent first replays
+_LOOPS: dict = {}                  # shared loop functions by name (the name hashes the text)
+_LOOPS_LOCK = threading.Lock()
+LOOP_PREFIX = "loop_"              # how a kernel module names a loop function it may share
 _WARNED: set = set()               # (kind, directory) pairs already warned about in this process
 _WARN_LOCK = threading.Lock()      # separate from _LOAD_LOCK: taken under Numba's compiler lock
 
@@ -64,6 +68,33 @@ def load_numba() -> None:
 
     cpu_target.typing_context.refresh()
     cpu_target.target_context.refresh()
+
+
+class CompileWatch:
+    """Until ``close()``, notes whether Numba compiled anything (in any thread) and stops
+    tracemalloc when it starts to: traced, a compile takes several times as long, and its memory
+    is the compiler's, not the caller's. Cache loads are no compiles: they pass unnoticed."""
+
+    def __init__(self):
+        from numba.core import event  # numba loads with the first trace, not with staticgrad
+
+        watch = self
+
+        class Listener(event.Listener):
+            def on_start(self, _event):
+                watch.compiled = True
+                tracemalloc.stop()
+
+            def on_end(self, _event):
+                pass
+
+        self.compiled = False
+        self._listener = Listener()
+        self._event = event
+        event.register("numba:compile", self._listener)
+
+    def close(self) -> None:
+        self._event.unregister("numba:compile", self._listener)
 
 
 def _new_kernel(name: str, source: str):
@@ -129,7 +160,18 @@ def _run_kernel_module(name: str, source, filename: str):
     module.__file__ = filename
     sys.modules[module.__name__] = module   # Numba re-imports it by name when loading an entry
     exec(compile(source, filename, "exec"), module.__dict__)
+    _share_loops(module)
     return getattr(module, name)
+
+
+def _share_loops(module) -> None:
+    """Point a kernel module's loop functions (``loop_<hash of its text>``, called by the kernel)
+    at the first loaded under that name, before the kernel compiles: kernels that run the same loop
+    nest (an optimizer's update, in several kernels) then compile it once per process."""
+    for name, value in list(vars(module).items()):
+        if name.startswith(LOOP_PREFIX):
+            with _LOOPS_LOCK:
+                setattr(module, name, _LOOPS.setdefault(name, value))
 
 
 def _without_disk_cache(source: str) -> ast.Module:

@@ -1,0 +1,157 @@
+"""What keeps a compile short: a kernel's loop nests that do the same work on other arrays share one
+function (an optimizer's update of each parameter), compiled once, with replays still equal to eager
+bit for bit; and the ops' Numba loops compile once per dtype, whether an input is a replay's
+read-only constant or an eager array."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import staticgrad as sg
+from staticgrad.bench.models import training_step
+
+
+def _twin_steps(make_model, make_opt):
+    """(eager model, eager step), (compiled model, compiled step), from the same weights."""
+    pairs = []
+    for _ in range(2):
+        sg.manual_seed(0)
+        model = make_model()
+        pairs.append((model, training_step(sg, model, make_opt(model.parameters()))))
+    (eager_model, eager), (compiled_model, step) = pairs
+    return eager_model, eager, compiled_model, sg.compile(step)
+
+
+def _bits(tensor) -> bytes:
+    return tensor.detach().numpy().tobytes()
+
+
+def test_a_kernels_identical_loops_share_one_function_and_replay_bit_for_bit():
+    def make_model():
+        return sg.nn.Sequential(sg.nn.Linear(8, 16), sg.nn.Tanh(), sg.nn.Linear(16, 16), sg.nn.Tanh(),
+                                sg.nn.Linear(16, 3))
+
+    eager_model, eager, compiled_model, compiled = _twin_steps(
+        make_model, lambda params: sg.optim.Adam(params, lr=0.01, weight_decay=0.1))
+    sg.manual_seed(1)
+    for _ in range(5):   # traces, then replays on new inputs
+        x, y = sg.randn(4, 8), sg.randn(4, 3)
+        assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    assert compiled.stats.replays >= 3
+    for pe, pc in zip(eager_model.parameters(), compiled_model.parameters()):
+        assert _bits(pe) == _bits(pc)
+    sources = compiled.plan.program.kernels.values()
+    shared = [s for s in sources if "def loop_" in s]
+    assert shared, "the update of three weights (and of three biases) should share a loop function"
+    for source in shared:
+        for name in re.findall(r"^def (loop_\w+)\(", source, re.M):
+            assert source.count(f"    {name}(") >= 2, f"{name} is defined for a single call"
+            assert source.count(f"def {name}(") == 1
+
+
+def test_a_kernel_with_distinct_loops_keeps_them_inline():
+    from staticgrad.compiler.codegen import kernel_source
+    from staticgrad.compiler.ir import FusedKernel, FusedLoop
+
+    def loop(op: str) -> FusedLoop:
+        return FusedLoop(ndim=1, dtype="float32", dims=(0,), loads=((("in", 0), (0,)),),
+                         body=((op, (("in", 0),), ()),), stores=((0, 0, (0,)),), sums=())
+
+    neg, same = loop("neg"), loop("neg")
+    distinct = FusedKernel(loops=(neg, loop("abs")), n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+    assert "def loop_" not in kernel_source(distinct)[1]
+    repeated = FusedKernel(loops=(neg, same), n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+    _, source, _ = kernel_source(repeated)
+    assert source.count("def loop_") == 1 and len(re.findall(r"^    loop_\w+\(a0, o0\)$", source, re.M)) == 2
+
+
+def test_lstm_loops_compile_once_for_eager_and_replay():
+    from staticgrad.ops import rnn_loops
+
+    def make_model():
+        return sg.nn.LSTM(5, 6)
+
+    class Last(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = make_model()
+
+        def forward(self, x):
+            return self.lstm(x)[0][-1, :, :3]
+
+    eager_model, eager, compiled_model, compiled = _twin_steps(Last, lambda p: sg.optim.SGD(p, lr=0.1))
+    sg.manual_seed(2)
+    for _ in range(4):   # no initial state given: a replay reads zeros as a read-only constant
+        x, y = sg.randn(3, 2, 5), sg.randn(2, 3)
+        assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    assert compiled.stats.replays >= 2
+    for loop in (rnn_loops.gates_forward, rnn_loops.gates_backward):
+        kinds = [tuple(a.dtype for a in signature if hasattr(a, "dtype")) for signature in loop.signatures]
+        assert len(kinds) == len(set(kinds)), f"{loop.py_func.__name__} compiled twice for one dtype: {loop.signatures}"
+    assert np.array_equal(eager_model.lstm.weight_hh_l0.detach().numpy(),
+                          compiled_model.lstm.weight_hh_l0.detach().numpy())
+
+
+def test_kernels_running_one_loop_nest_share_its_compiled_function():
+    from staticgrad.compiler.codegen import kernel_source
+    from staticgrad.compiler.ir import FusedKernel, FusedLoop
+    from staticgrad.runtime.kernels import load_kernel
+
+    def loop(op: str, source: tuple = ("in", 0)) -> FusedLoop:
+        return FusedLoop(ndim=1, dtype="float64", dims=(0,), loads=((source, (0,)),),
+                         body=((op, (("in", 0),), ()),), stores=((0, 0, (0,)),), sums=())
+
+    twice = FusedKernel(loops=(loop("neg"), loop("neg")), n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+    thrice = FusedKernel(loops=(loop("neg"),) * 3, n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+    first, second = (load_kernel(*kernel_source(k)[:2]) for k in (twice, thrice))
+    assert first is not second
+    shared = [name for name in first.py_func.__globals__ if name.startswith("loop_")]
+    assert len(shared) == 1
+    assert first.py_func.__globals__[shared[0]] is second.py_func.__globals__[shared[0]]
+    x = np.arange(4.0)
+    out = np.empty(4)
+    first(x, out)
+    assert np.array_equal(out, -x)
+    second(x, out)
+    assert np.array_equal(out, -x)
+
+
+def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
+    import tracemalloc
+
+    import numba
+
+    from staticgrad.runtime.kernels import CompileWatch
+
+    @numba.njit
+    def twice(x):
+        return 2 * x
+
+    twice(1.0)
+    tracemalloc.start()
+    watch = CompileWatch()
+    try:
+        twice(3.0)                      # compiled already: measured as any call
+        assert not watch.compiled and tracemalloc.is_tracing()
+        twice(np.arange(3))             # a new signature compiles: the measurement ends
+        assert watch.compiled and not tracemalloc.is_tracing()
+    finally:
+        watch.close()
+        tracemalloc.stop()
+    tracemalloc.start()
+    try:
+        twice(np.arange(3.0))           # closed: a compile no longer stops tracemalloc
+        assert tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_trace_that_compiles_nothing_measures_eager_peak_memory():
+    _, eager, _, compiled = _twin_steps(lambda: sg.nn.Linear(6, 2), lambda p: sg.optim.SGD(p, lr=0.1))
+    x, y = sg.randn(3, 6), sg.randn(3, 2)
+    eager(x, y)
+    for _ in range(3):
+        compiled(x, y)
+    assert compiled.stats.replays and compiled.plan.record.eager_peak_bytes > 0

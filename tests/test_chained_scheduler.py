@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 
 import staticgrad as sg
-from staticgrad.bench.models import training_step
-from tests.test_lr_scheduler import batches, mlp, twin_optimizers
+from tests.test_lr_scheduler import twin_optimizers
+from tests.test_schedulers_more import check_compiled_step_follows_schedule
 
 torch = pytest.importorskip("torch")
 
@@ -157,29 +156,4 @@ def test_the_optimizer_defaults_to_the_first_members():
 
 @pytest.mark.parametrize("name", ["constant-exponential", "linear-step"])
 def test_compiled_step_sees_each_new_lr_without_retracing(name):
-    sides = []
-    for compiled in (False, True):
-        model = mlp()
-        opt = sg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sched = CHAINS[name](sg, opt)
-        step = training_step(sg, model, opt)
-        sides.append((model, sched, sg.compile(step) if compiled else step))
-    traces_when_state_exists = None
-    lrs = set()
-    for i, (x, y) in enumerate(batches(12)):
-        if i == 2:  # the first step creates the optimizer's state: a second plan, then no more
-            traces_when_state_exists = sides[1][2].stats.traces
-        losses = []
-        for _, sched, step in sides:
-            losses.append(step(sg.tensor(x), sg.tensor(y)).detach().numpy())
-            sched.step()
-        lrs.add(sides[1][1].get_last_lr()[0])
-        assert np.array_equal(losses[0], losses[1])
-    (eager_model, eager_sched, _), (model, sched, compiled) = sides
-    assert sched.get_last_lr() == eager_sched.get_last_lr() and len(lrs) > 5
-    for a, b in zip(eager_model.parameters(), model.parameters()):
-        assert np.array_equal(a.detach().numpy(), b.detach().numpy())
-    assert compiled.stats.traces == traces_when_state_exists <= 2, compiled.stats
-    assert compiled.stats.replays == 12 - compiled.stats.traces, compiled.stats
+    check_compiled_step_follows_schedule(CHAINS[name], distinct_lrs=6)

@@ -297,7 +297,10 @@ def _kernel_source(kernel, same_as: tuple) -> tuple:
     body = "\n".join(lines)
     definitions = "".join(f"\n\n{LOOP_DECORATOR}\ndef {helper_name}{helper}\n"
                           for helper, helper_name in helpers.items())
-    name = "k_" + hashlib.sha1((",".join(args) + "\n" + definitions + body).encode()).hexdigest()[:16]
+    # the name hashes everything the module's text holds (its header and decorators too), so a
+    # cached source under this name is this very text: another staticgrad's kernel gets another name
+    name = "k_" + hashlib.sha1((KERNEL_HEADER + KERNEL_DECORATOR + LOOP_DECORATOR + ",".join(args) + "\n"
+                                + definitions + body).encode()).hexdigest()[:16]
     source = (KERNEL_HEADER + definitions + f"\n\n{KERNEL_DECORATOR}\n"
               f"def {name}({', '.join(args)}):\n{body}\n")
     return name, source, explicit_dims

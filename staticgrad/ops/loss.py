@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.ops.elementwise import broadcast_error
+from staticgrad.ops.reductions import mean_values
 from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_emit
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
@@ -42,10 +43,7 @@ def _mean(values, out):
                 return total.dtype.type(total / count)
             np.add.reduce(values, axis=None, out=out)
             return np.true_divide(out, count, out=out, casting="unsafe")
-        if out is not None and values.dtype == np.float16:   # see reductions._mean: out= would round early
-            np.copyto(out, np.mean(values))
-            return out
-        return np.mean(values, out=out)
+        return mean_values(values, out)
     if out is None:
         return np.full((), np.nan, values.dtype)
     out.fill(np.nan)
@@ -86,7 +84,7 @@ def _mse_loss_emit(ins, out, at, shapes):
         count *= d
     if not shapes[0] or count == 0:  # 0-dim operands make NumPy scalars (no out=); empty ones divide by 0
         return None
-    # (float16: np.mean itself, as eager's _mean, which sums in float32 and rounds once)
+    # (float16: np.mean itself, as eager's mean_values, which sums in float32 and rounds once)
     return (f"_d = np.subtract({ins[0]}, {ins[1]}); np.multiply(_d, _d, out=_d); "
             f"(np.add.reduce(_d, axis=None, dtype=_d.dtype, out={out}), "
             f"np.true_divide({out}, {count}, out={out}, casting='unsafe')) if _d.dtype.itemsize >= 4 "

@@ -48,7 +48,8 @@ register(OpDef(
     explain=axis_error))
 
 
-def _mean(a, out=None, dim=None, keepdim=False):
+def mean_values(a, out=None, dim=None, keepdim=False):
+    """The mean op's forward (np.mean, into ``out`` if given, with the same result either way)."""
     if a.size:
         if out is not None and a.dtype == np.float16:
             # NumPy's float16 mean sums in float32 and divides before rounding, but given out= it
@@ -69,7 +70,7 @@ def _mean_backward(F, g, s, at, need):
 
 
 register(OpDef(
-    "mean", _mean, "reduction", lambda at: "MeanBackward0" if at.get("dim") is None else "MeanBackward1",
+    "mean", mean_values, "reduction", lambda at: "MeanBackward0" if at.get("dim") is None else "MeanBackward1",
     _mean_backward, (Save("self_sym_sizes", "shape:0", freed=False),), "float", explain=axis_error))
 
 

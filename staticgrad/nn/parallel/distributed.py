@@ -147,10 +147,11 @@ class DistributedDataParallel(Module):
                 self._reducer.finish()
                 return
             self._reducer.discard()   # the hooks started nothing: the rest is averaged below
-        grads = []
+        grads, params = [], []
         for name, p in zip(self._grad_names, self._grad_params):
             if id(p) in averaged_already:
                 continue
+            params.append(p)
             g = p.grad
             if g is None:
                 if not self.find_unused_parameters:
@@ -163,7 +164,7 @@ class DistributedDataParallel(Module):
             averaged = F.all_reduce_grads(*grads, op="avg", bucket_bytes=self.bucket_bytes)
         if len(grads) == 1:
             averaged = (averaged,)
-        for p, g in zip([p for p in self._grad_params if id(p) not in averaged_already], averaged):
+        for p, g in zip(params, averaged):
             p.grad = g
 
     def _averaged_by_compiled(self, reached) -> frozenset:

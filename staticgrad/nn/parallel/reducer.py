@@ -99,7 +99,7 @@ class Reducer:
         if Tracing.tracer is not None or active is None or not active():
             return   # a trace records the blocking op at the end of backward; no_sync averages nothing
         if self.ready[index]:
-            self._abandon()   # a backward that raised before its end left buckets in flight
+            self.discard()   # a backward that raised before its end left buckets in flight
         self.ready[index] = True
         bucket = self.buckets[self.bucket_of[index]]
         bucket.waiting -= 1
@@ -127,7 +127,7 @@ class Reducer:
             if self.ready[index]:
                 continue
             if p._grad is None and not self.find_unused_parameters:
-                self._abandon()
+                self.discard()
                 raise no_gradient_error(name)
             self.ready[index] = True
             self.buckets[self.bucket_of[index]].waiting -= 1
@@ -150,12 +150,9 @@ class Reducer:
             bucket.buffer, bucket.views = flat, tuple(views)
 
     def discard(self) -> None:
-        """Forget this backward: its gradients were averaged elsewhere (a compiled backward)."""
-        self._abandon()
-
-    def _abandon(self) -> None:
-        """Wait for the buckets already started (every rank started them; a bucket reduced where
-        its gradients lie leaves them averaged), then forget this backward."""
+        """Forget this backward (it raised before its end, or a compiled backward averaged its
+        gradients), after waiting for the buckets already started (every rank started them; a
+        bucket reduced where its gradients lie leaves them averaged)."""
         if self.started:
             _all_reduce_wait(*[f for f, _, _ in self.started], *[t for _, t, _ in self.started], op="avg",
                              layout=())

@@ -217,3 +217,47 @@ def test_concurrent_first_loads_share_one_kernel(tmp_path, monkeypatch):
     assert len({id(kernel) for kernel, _ in results}) == 1
     assert all((out == k + 1).all() for k, (_, out) in enumerate(results))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["__pycache__", f"{name}.py"]
+
+
+# Compiled SGD(momentum) steps on MLPs of the widths in argv: their update kernels share loop
+# nests (the weights' update in a kernel of each step). Prints the kernels' cache hits and misses.
+STEPS = """
+import collections, json, sys, warnings
+import staticgrad as sg
+from staticgrad.bench.models import training_step
+from staticgrad.runtime.kernels import loaded_kernels
+
+def train(widths):
+    sg.manual_seed(0)
+    layers = [layer for a, b in zip(widths, widths[1:]) for layer in (sg.nn.Linear(a, b), sg.nn.Tanh())]
+    model = sg.nn.Sequential(*layers[:-1])
+    step = sg.compile(training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)))
+    for _ in range(3):
+        step(sg.randn(4, widths[0]), sg.randn(4, widths[-1]))
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for arg in sys.argv[1:]:
+        train([int(w) for w in arg.split(",")])
+kernels = [kernel for kernel in loaded_kernels().values() if kernel.signatures]
+loops = collections.Counter(n for kernel in kernels for n in kernel.py_func.__globals__ if n.startswith("loop_"))
+print(json.dumps({"staticgrad": sg.__file__, "kernels": len(kernels),
+                  "hits": sum(k.stats.cache_hits.total() for k in kernels),
+                  "misses": sum(k.stats.cache_misses.total() for k in kernels),
+                  "shared": sorted(name for name, count in loops.items() if count > 1),
+                  "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]}))
+"""
+
+
+def test_a_kernel_sharing_a_loop_loads_without_the_kernel_it_was_compiled_after(tmp_path):
+    """A kernel whose loop nest another kernel defined first in the compiling process must load
+    from the cache in a process that never loads that other kernel (or loads it later)."""
+    cache = tmp_path / "kernels"
+    first = run_child(tmp_path, cache, STEPS, "8,16,3", "8,16,16,3")
+    assert first["misses"] == first["kernels"] and not first["warnings"], first
+    for order in (["8,16,16,3"], ["8,16,16,3", "8,16,3"]):
+        report = run_child(tmp_path, cache, STEPS, *order)
+        assert report["misses"] == 0 and report["hits"] == report["kernels"], (order, report)
+        assert report["warnings"] == [], (order, report)
+    both = run_child(tmp_path, cache, STEPS, "8,16,16,3", "8,16,3")
+    assert both["shared"], "two kernels of the steps should run one shared loop nest"

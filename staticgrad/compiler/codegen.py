@@ -233,7 +233,8 @@ def _call_args(ins: list, attrs: dict, out: str | None = None) -> str:
 
 # ---- fused kernels ---------------------------------------------------------------------------
 
-KERNEL_HEADER = '''"""A staticgrad fused kernel (generated; cached by its structure)."""
+KERNEL_HEADER = '''"""A staticgrad fused kernel (generated; cached by its structure).
+Its loop_<hash> functions run from modules staticgrad_loop_<hash>, shared with other kernels."""
 import numpy as np
 from numba import njit
 

@@ -166,12 +166,38 @@ def _run_kernel_module(name: str, source, filename: str):
 
 def _share_loops(module) -> None:
     """Point a kernel module's loop functions (``loop_<hash of its text>``, called by the kernel)
-    at the first loaded under that name, before the kernel compiles: kernels that run the same loop
-    nest (an optimizer's update, in several kernels) then compile it once per process."""
+    at one function per name in the process, before the kernel compiles: kernels that run the same
+    loop nest (an optimizer's update, in several kernels) then compile it once per process.
+
+    The shared function lives in its own module, ``staticgrad_loop_<hash>``, made from the first
+    kernel module that defines it. A cached kernel names its loops' module (Numba re-imports it to
+    rebuild their environments), and every kernel holding the loop makes that module before it
+    loads, whatever order a process loads kernels in."""
     for name, value in list(vars(module).items()):
         if name.startswith(LOOP_PREFIX):
             with _LOOPS_LOCK:
-                setattr(module, name, _LOOPS.setdefault(name, value))
+                shared = _LOOPS.get(name)
+                if shared is None:
+                    shared = _LOOPS[name] = _loop_in_own_module(module, name, value)
+            setattr(module, name, shared)
+
+
+def _loop_in_own_module(kernel_module, name: str, loop):
+    """A copy of the Numba function ``loop`` whose globals are module ``staticgrad_<name>`` (the
+    kernel module's header names), registered in sys.modules so Numba can import it by name."""
+    from numba import jit  # numba loads with the first kernel, not with staticgrad
+
+    home = types.ModuleType(f"staticgrad_{name}")
+    home.__dict__.update((key, value) for key, value in vars(kernel_module).items()
+                         if not key.startswith("__") and not key.startswith(LOOP_PREFIX)
+                         and key != kernel_module.__name__.removeprefix("staticgrad_kernel_"))
+    home.__file__ = kernel_module.__file__
+    function = loop.py_func
+    copy = types.FunctionType(function.__code__, home.__dict__, function.__name__,
+                              function.__defaults__, function.__closure__)
+    sys.modules[home.__name__] = home
+    setattr(home, name, jit(**loop.targetoptions)(copy))
+    return getattr(home, name)
 
 
 def _without_disk_cache(source: str) -> ast.Module:

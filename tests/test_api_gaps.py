@@ -320,3 +320,40 @@ def test_objects_holding_a_math_function_pickle_and_deepcopy(name):
     for clone in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
         assert clone.activation is sg.sin
         np.testing.assert_array_equal(clone(x).detach().numpy(), model(x).detach().numpy())
+
+
+# ---- linspace(out=) and the factories' size= keyword ------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linspace_writes_into_out_in_its_dtype(dtype):
+    for lib in LIBS:
+        out = lib.empty(5, dtype=getattr(lib, dtype))
+        assert lib.linspace(-1, 3, 5, out=out) is out
+        assert out.dtype == getattr(lib, dtype)
+    out, t_out = sg.empty(0, dtype=getattr(sg, dtype)), torch.empty(0, dtype=getattr(torch, dtype))
+    sg.linspace(0.5, 2, 7, out=out)
+    torch.linspace(0.5, 2, 7, out=t_out)
+    np.testing.assert_array_equal(out.numpy(), t_out.numpy())
+
+
+def test_linspace_out_errors_are_torchs():
+    same_error(lambda lib: lib.linspace(0, 1, 5, out=lib.empty(5, dtype=lib.float64), dtype=lib.float32))
+    same_error(lambda lib: lib.linspace(0, 1, 5, out=lib.empty(5, requires_grad=True)))
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_factories_take_size_by_keyword(name):
+    for size in ((2, 3), [4], sg.Size([2, 2]), ()):
+        made = getattr(sg, name)(size=size, dtype=sg.float64)
+        assert tuple(made.shape) == tuple(size) and made.dtype == sg.float64
+        assert tuple(getattr(torch, name)(size=tuple(size)).shape) == tuple(size)
+    if name in ("zeros", "ones"):
+        np.testing.assert_array_equal(getattr(sg, name)(size=(2,)).numpy(), getattr(torch, name)(size=(2,)).numpy())
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+@pytest.mark.parametrize("call", ["both", "int", "float", "negative"])
+def test_factories_size_keyword_errors_are_torchs(name, call):
+    arguments = {"both": ((2,), {"size": (2, 3)}), "int": ((), {"size": 3}),
+                 "float": ((), {"size": (2.0,)}), "negative": ((), {"size": (2, -1)})}[call]
+    same_error(lambda lib: getattr(lib, name)(*arguments[0], **arguments[1]))

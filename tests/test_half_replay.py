@@ -59,3 +59,41 @@ def test_half_training_step_replays_as_eager(optimizer):
         for p, q in zip(eager_model.parameters(), model.parameters()):
             assert np.array_equal(p.detach().numpy(), q.detach().numpy())
     assert compiled.stats.replays >= 10
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.sum() * 2,
+    lambda x: x.sum(dim=1) + 1,
+    lambda x: x.sum(dim=(0,), keepdim=True) - x,
+    lambda x: x + x[:1].sum(),
+], ids=["sum", "sum-dim", "sum-keepdim", "broadcast-back"])
+def test_half_sums_add_in_float32_as_torch_and_replay_as_eager(fn):
+    """PyTorch's CPU sum of float16 adds in float32 and rounds once; NumPy's adds in float16. The
+    gradients' sums (a broadcast summed back to its shape) follow the same rule."""
+    torch = pytest.importorskip("torch")
+    compiled = staticgrad.compile(fn)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        data = (rng.standard_normal((37, 61)) * 3).astype(np.float16)
+        x = staticgrad.tensor(data, requires_grad=True)
+        expected = fn(x)
+        t = torch.tensor(data, requires_grad=True)
+        want = fn(t)
+        assert np.array_equal(expected.detach().numpy(), want.detach().numpy())
+        assert np.array_equal(compiled(x).detach().numpy(), expected.detach().numpy())
+    b = staticgrad.tensor((rng.standard_normal((1, 61)) * 3).astype(np.float16), requires_grad=True)
+    a = staticgrad.tensor((rng.standard_normal((37, 61)) * 3).astype(np.float16))
+    tb = torch.tensor(b.detach().numpy(), requires_grad=True)
+    (a * b).sum().backward()
+    (torch.tensor(a.numpy()) * tb).sum().backward()
+    assert np.array_equal(b.grad.numpy(), tb.grad.numpy())
+    assert compiled.stats.replays >= 28
+
+
+def test_half_module_casts_its_floats_as_torch():
+    torch = pytest.importorskip("torch")
+    model = staticgrad.nn.Sequential(staticgrad.nn.Linear(3, 4), staticgrad.nn.BatchNorm1d(4))
+    assert model.half() is model
+    twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).half()
+    for (name, value), (_, want) in zip(model.state_dict().items(), twin.state_dict().items()):
+        assert str(value.dtype).split(".")[-1] == str(want.dtype).split(".")[-1], name

@@ -11,7 +11,7 @@ import numpy as np
 from staticgrad._eager.arguments import as_scalar
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.generator import draw_source
-from staticgrad._eager.sizes import check_size, given, invalid_arguments, sequence_size, varargs_size
+from staticgrad._eager.sizes import check_size, factory_size, given, invalid_arguments, sequence_size
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
@@ -125,17 +125,20 @@ def full(size, fill_value, *, dtype=None, requires_grad=False, device=None) -> T
                     dtype=_np_dtype(dtype, default))
 
 
-def zeros(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _factory("full", requires_grad, shape=varargs_size("zeros", size), value=0.0, dtype=_np_dtype(dtype))
+def zeros(*args, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _factory("full", requires_grad, shape=factory_size("zeros", args, size), value=0.0,
+                    dtype=_np_dtype(dtype))
 
 
-def ones(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _factory("full", requires_grad, shape=varargs_size("ones", size), value=1.0, dtype=_np_dtype(dtype))
+def ones(*args, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _factory("full", requires_grad, shape=factory_size("ones", args, size), value=1.0,
+                    dtype=_np_dtype(dtype))
 
 
-def empty(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+def empty(*args, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """A new tensor of ``size`` (filled with zeros: staticgrad never hands out uninitialised memory)."""
-    return _factory("full", requires_grad, shape=varargs_size("empty", size), value=0.0, dtype=_np_dtype(dtype))
+    return _factory("full", requires_grad, shape=factory_size("empty", args, size), value=0.0,
+                    dtype=_np_dtype(dtype))
 
 
 def _like(input: Tensor, dtype):
@@ -178,15 +181,15 @@ def _source(generator) -> dict:
     return {} if source is None else {"source": source}
 
 
-def randn(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
+def randn(*args, size=None, dtype=None, requires_grad=False, generator=None) -> Tensor:
     keywords = {"generator": generator, "dtype": dtype, "requires_grad": requires_grad}
-    return _factory("randn", requires_grad, shape=varargs_size("randn", size, keywords), dtype=_np_dtype(dtype),
+    return _factory("randn", requires_grad, shape=factory_size("randn", args, size, keywords), dtype=_np_dtype(dtype),
                     **_source(generator))
 
 
-def rand(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
+def rand(*args, size=None, dtype=None, requires_grad=False, generator=None) -> Tensor:
     keywords = {"generator": generator, "dtype": dtype, "requires_grad": requires_grad}
-    return _factory("rand", requires_grad, shape=varargs_size("rand", size, keywords), dtype=_np_dtype(dtype),
+    return _factory("rand", requires_grad, shape=factory_size("rand", args, size, keywords), dtype=_np_dtype(dtype),
                     **_source(generator))
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.out_argument import refuse_autograd, write_out
 from staticgrad._eager.tensor import Tensor, _normalize_dim, _read_guard
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -244,6 +245,14 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None,
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     np_dtype = _dtypes.default_float().np if dtype is None else _dtypes.to_numpy_dtype(dtype)
+    if out is not None:   # computed in out's dtype, as PyTorch does, and written into out
+        refuse_autograd("aten::linspace", out)
+        if dtype is not None and np_dtype != out._data.dtype:
+            asked, given = (_dtypes.from_numpy_dtype(d).tensor_type.removesuffix("Tensor")
+                            for d in (np_dtype, out._data.dtype))
+            raise RuntimeError(f"dtype {asked} does not match dtype of out parameter ({given})")
+        attrs = {"start": start, "end": end, "steps": steps, "dtype": out._data.dtype}
+        return write_out("linspace", dispatch(OPS["linspace"], (), attrs), out)
     result = dispatch(OPS["linspace"], (), {"start": start, "end": end, "steps": steps, "dtype": np_dtype})
     if requires_grad:
         result.requires_grad_(True)

@@ -102,6 +102,20 @@ def varargs_size(name: str, args: tuple, keywords=None) -> tuple:
     return check_size(name, _sequence(name, args[0], " (position 1)"))
 
 
+def factory_size(name: str, args: tuple, size=None, keywords=None) -> tuple:
+    """The shape of ``name(*args)`` or ``name(size=...)``: PyTorch takes the size by keyword too (as
+    a sequence, never an int), and refuses it given both ways."""
+    if size is None:
+        return varargs_size(name, args, keywords)
+    if args:
+        if keywords is not None:
+            raise invalid_arguments(name, given(args, size=size, **keywords))
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    if isinstance(size, (tuple, list)) and any(_as_int(v, first=i == 0) is None for i, v in enumerate(size)):
+        raise TypeError(f"{name}(): argument 'size' must be tuple of ints, not {_type_name(size)}")
+    return check_size(name, _sequence(name, size, ""))
+
+
 def sequence_size(name: str, size, position: int = 1) -> tuple:
     """The shape given as a sequence (``full``'s and ``new_full``'s ``size``, which is not varargs)."""
     return check_size(name, _sequence(name, size, f" (position {position})"))

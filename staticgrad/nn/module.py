@@ -11,7 +11,7 @@ from staticgrad._eager.tensor import Tensor
 from staticgrad._state import EpochMapping, Tracing, bump_epoch, note_stored_number
 from staticgrad.errors import TraceError
 from staticgrad.nn.parameter import Parameter
-from staticgrad.ops.dtypes import float32, float64
+from staticgrad.ops.dtypes import float16, float32, float64
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -280,6 +280,9 @@ class Module:
 
     def float(self):
         return self.to(float32)
+
+    def half(self):
+        return self.to(float16)
 
     def cpu(self):
         return self

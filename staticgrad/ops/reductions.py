@@ -38,7 +38,19 @@ def _numel_reduced(shape, dim):
 def _sum(a, out=None, dim=None, keepdim=False, dtype=None):
     if dtype is None and a.dtype.kind in "bi":
         dtype = np.int64
+    if a.dtype == np.float16 and (dtype is None or np.dtype(dtype) == np.float16):
+        return half_sum(a, dim, keepdim, out)
     return np.sum(a, axis=dim, keepdims=keepdim, out=out, dtype=dtype)
+
+
+def half_sum(a, axis, keepdims: bool, out=None):
+    """A float16 sum as PyTorch's CPU kernels take it: added up in float32, rounded to float16 once
+    (NumPy's float16 sum adds in float16, rounding every partial sum)."""
+    total = np.add.reduce(a, axis=axis, dtype=np.float32, keepdims=keepdims)
+    if out is None:
+        return total.astype(np.float16)
+    np.copyto(out, total, casting="unsafe")
+    return out
 
 
 register(OpDef(
@@ -88,9 +100,13 @@ def _sum_to_size(a, out=None, shape=()):
     axes = sum_to_axes(a.shape, shape)
     lead = len(a.shape) - len(shape)
     if out is None:
-        return np.sum(a, axis=axes, keepdims=True).reshape(shape)
+        total = half_sum(a, axes, True) if a.dtype == np.float16 else np.sum(a, axis=axes, keepdims=True)
+        return total.reshape(shape)
     keep = (1,) * lead + tuple(shape)
-    np.sum(a, axis=axes, keepdims=True, out=out.reshape(keep))
+    if a.dtype == np.float16:
+        half_sum(a, axes, True, out.reshape(keep))
+    else:
+        np.sum(a, axis=axes, keepdims=True, out=out.reshape(keep))
     return out
 
 
@@ -377,17 +393,22 @@ register(OpDef("log_softmax_backward", _log_softmax_bw, "reduction", "LogSoftmax
 
 # ---- direct NumPy calls for generated replay code ---------------------------------------------
 
+# (an emitter is not told dtypes: float16, summed in float32 as the forward does, is a test at run time)
 def _sum_emit(ins, out, at, shapes):
     axis = at.get("dim")
     keepdims = at.get("keepdim", False)
-    return f"np.add.reduce({ins[0]}, axis={axis!r}, dtype={out}.dtype, out={out}, keepdims={keepdims!r})"
+    return (f"np.add.reduce({ins[0]}, axis={axis!r}, dtype={out}.dtype, out={out}, keepdims={keepdims!r}) "
+            f"if {out}.dtype.char != 'e' else np.copyto({out}, np.add.reduce({ins[0]}, axis={axis!r}, "
+            f"dtype=np.float32, keepdims={keepdims!r}), casting='unsafe')")
 
 
 def _sum_to_size_emit(ins, out, at, shapes):
     in_shape, out_shape = tuple(shapes[0]), tuple(shapes[-1])
     axes = sum_to_axes(in_shape, out_shape)
     keep = (1,) * (len(in_shape) - len(out_shape)) + out_shape
-    return f"np.add.reduce({ins[0]}, axis={axes!r}, out={out}.reshape({keep!r}), keepdims=True)"
+    return (f"np.add.reduce({ins[0]}, axis={axes!r}, out={out}.reshape({keep!r}), keepdims=True) "
+            f"if {out}.dtype.char != 'e' else np.copyto({out}, np.add.reduce({ins[0]}, axis={axes!r}, "
+            f"dtype=np.float32, keepdims=True).reshape({out_shape!r}), casting='unsafe')")
 
 
 with_emit("sum", _sum_emit)

@@ -87,6 +87,8 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
             head.append(f"    b{spec.slot} = views[{spec.slot}]")
         else:
             head.append(f"    d{spec.slot} = np.dtype({spec.dtype.str!r})")
+    for working in dict.fromkeys(step.scratch for step in program.steps if step.scratch):
+        head.append(f"    {_scratch_name(working)} = views[('scratch', {working[0]}, {working[1]})]")
     for slot in program.constants:
         head.append(f"    k{slot} = constants[{slot}]")
     for kernel_name in program.kernels:
@@ -180,10 +182,16 @@ def _statement(step, name, shapes) -> str:
     attrs = dict(step.attrs)
     for attr, index in step.dynamic:
         attrs[attr] = _Variable(f"s{index}")
+    if step.scratch:
+        attrs["scratch"] = _Variable(_scratch_name(step.scratch))
     ins = [name(s) for s in step.inputs]
     in_shapes = [shapes.get(s) for s in step.inputs]
     if step.mode == KERNEL:
         return _kernel_call(step, ins, [name(s) for s in step.outputs])
+    if step.mode == MULTI and op.fills_outputs:
+        outs = ", ".join(name(s) for s in step.outputs)
+        return f"if any(a is not b for a, b in zip(f_{step.op}({_call_args(ins, attrs, f'({outs},)')}), ({outs},))): " \
+               f"_out_ignored({step.op!r})"
     if step.mode == MULTI:
         outs = ", ".join(name(s) for s in step.outputs)
         # C-contiguous, the layout eager gives every result that owns its memory (asarray with
@@ -200,6 +208,11 @@ def _statement(step, name, shapes) -> str:
     # A forward must write into ``out`` and return it: one that returned a new array instead
     # would leave the planned buffer stale, and later steps would read it silently.
     return f"if f_{step.op}({_call_args(ins, attrs, out)}) is not {out}: _out_ignored({step.op!r})"
+
+
+def _scratch_name(working: tuple) -> str:
+    """The build's name for the arena bytes [offset, offset + size): an op's working memory."""
+    return f"_z{working[0]}_{working[1]}"
 
 
 def kernel_for_step(step, names: list, outs: list) -> tuple:

@@ -72,8 +72,9 @@ class Op:
     @property
     def returns_own_arrays(self) -> bool:
         """Its forward hands back arrays it allocated itself (a multi-output op), so its outputs own
-        no planned buffer; a fused kernel, though it has several outputs, writes into planned ones."""
-        return len(self.outputs) > 1 and self.op != "fused"
+        no planned buffer; a fused kernel, though it has several outputs, writes into planned ones,
+        and so does a forward that fills the outputs it is handed (OpDef.fills_outputs)."""
+        return len(self.outputs) > 1 and self.op != "fused" and not self.opdef.fills_outputs
 
 
 def freeze_attrs(attrs: dict) -> tuple:

@@ -221,6 +221,21 @@ def gradient_block(graph: Graph, spans: dict, fresh: set, roots: dict) -> dict:
     return offsets
 
 
+def scratch_spans(graph: Graph) -> dict:
+    """{op index: Lifetime of that op's working memory}, for ops that declare one (OpDef.scratch):
+    a buffer live during its op only, numbered below every value (-1 - index)."""
+    spans = {}
+    for i, op in enumerate(graph.ops):
+        if op.opdef.scratch is None:
+            continue
+        values = [graph.values[v] for v in op.inputs]
+        attrs = {k: v for k, v in op.attrs if not isinstance(v, ScalarSlot)}
+        nbytes = op.opdef.scratch([v.shape for v in values], [np.dtype(v.dtype) for v in values], attrs)
+        if nbytes > 0:
+            spans[i] = Lifetime(-1 - i, i, i, nbytes)
+    return spans
+
+
 def plan_program(graph: Graph) -> Program:
     roots = alias_roots(graph)
     bound = direct_writebacks(graph, roots)
@@ -228,6 +243,8 @@ def plan_program(graph: Graph) -> Program:
     fresh = {roots.get(v, v) for v in graph.results}
     block = gradient_block(graph, spans, fresh, roots)
     arena_spans = [lt for v, lt in spans.items() if v not in fresh and v not in block]
+    scratch = scratch_spans(graph)
+    arena_spans += scratch.values()
     offsets, arena_bytes = (pack if len(arena_spans) <= GREEDY_LIMIT else pack_sweep)(arena_spans)
     buffers = []
     for v in spans:
@@ -250,7 +267,9 @@ def plan_program(graph: Graph) -> Program:
             mode = MULTI
         else:
             mode = OUT
-        steps.append(Step(op.op, op.inputs, op.outputs, static, dynamic, mode))
+        working = scratch.get(len(steps))
+        steps.append(Step(op.op, op.inputs, op.outputs, static, dynamic, mode,
+                          (offsets[working.value], working.nbytes) if working is not None else ()))
 
     writebacks = [(src, target) for src, target in graph.writebacks if src not in bound]
     n_slots = max(graph.values) + 1 if graph.values else 0

@@ -18,17 +18,50 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from staticgrad.ops.registry import OpDef, Save, jit_loops, register
+from staticgrad.ops.scratch import Scratch, scratch_bytes
 from staticgrad.ops.shape import _reshape_back
 
 
-def _windows(x, kernel_size, stride, padding, fill=0):
+def _windows(x, kernel_size, stride, padding, fill=0, scratch=None):
     """(..., OH, OW, kh, kw) strided view of the windows a kernel visits over the last two axes of
-    the padded input."""
+    the padded input (padded into ``scratch``'s next temporary, if given)."""
     ph, pw = padding
     if ph or pw:
-        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(ph, ph), (pw, pw)], constant_values=fill)
+        if scratch is None:
+            x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(ph, ph), (pw, pw)], constant_values=fill)
+        else:
+            *lead, h, w = x.shape
+            padded = scratch.take((*lead, h + 2 * ph, w + 2 * pw), x.dtype)
+            padded.fill(fill)
+            padded[..., ph:ph + h, pw:pw + w] = x
+            x = padded
     sh, sw = stride
     return sliding_window_view(x, tuple(kernel_size), axis=(-2, -1))[..., ::sh, ::sw, :, :]
+
+
+def _conv_geometry(size, kernel_size, stride, padding) -> tuple:
+    """(OH, OW) of a convolution over an (H, W) plane."""
+    return tuple((n + 2 * p - k) // s + 1 for n, k, s, p in zip(size, kernel_size, stride, padding))
+
+
+def _padded_shape(x_shape, padding) -> list:
+    """The padded input's temporary, if the convolution pads."""
+    n, c, h, w = x_shape
+    ph, pw = padding
+    return [((n, c, h + 2 * ph, w + 2 * pw),)] if ph or pw else []
+
+
+def _conv_scratch(temporaries):
+    """An op's ``scratch`` sizer from its temporaries (in_shapes, in_dtypes, attrs) -> [(shape, dtype)]:
+    none for shapes the op does not take as 4-D batches, or for empty results."""
+    def size(in_shapes, in_dtypes, attrs) -> int:
+        if any(shape is None or len(shape) != 4 for shape in in_shapes[:2]):
+            return 0
+        listed = temporaries(in_shapes, in_dtypes, attrs)
+        if any(d <= 0 for shape, _ in listed for d in shape):
+            return 0
+        return scratch_bytes(listed)
+    return size
 
 
 def _write(result, out):
@@ -41,11 +74,17 @@ def _write(result, out):
 
 # ---- conv2d(input, weight[, bias]) -------------------------------------------------------------
 
-def _conv2d(x, weight, bias=None, out=None, stride=(1, 1), padding=(0, 0)):
+def _conv2d(x, weight, bias=None, out=None, stride=(1, 1), padding=(0, 0), scratch=None):
     n, c, o = x.shape[0], x.shape[1], weight.shape[0]
-    windows = _windows(x, weight.shape[2:], stride, padding)
+    temporaries = Scratch(scratch if out is not None else None)
+    windows = _windows(x, weight.shape[2:], stride, padding, scratch=temporaries if scratch is not None else None)
     oh, ow, kh, kw = windows.shape[2:]
-    columns = windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    if scratch is None:
+        columns = windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    else:   # the same C-ordered copy of the windows, in working memory
+        columns = temporaries.take((n, c, kh, kw, oh, ow), x.dtype)
+        np.copyto(columns, windows.transpose(0, 1, 4, 5, 2, 3))
+        columns = columns.reshape(n, c * kh * kw, oh * ow)
     kernel = weight.reshape(o, c * kh * kw)
     flat_out = None if out is None else np.reshape(out, (n, o, oh * ow), copy=False)
     if bias is None:
@@ -70,20 +109,36 @@ def _conv2d_backward(F, g, s, at, need):
 
 # PyTorch saves input and weight whichever of them needs a gradient; in training both are alive
 # anyway (the batch or an activation, and a parameter), so saving them costs nothing extra.
+def _conv2d_temporaries(in_shapes, in_dtypes, attrs) -> list:
+    (n, c, h, w), (_, _, kh, kw) = in_shapes[:2]
+    stride, padding = attrs.get("stride", (1, 1)), attrs.get("padding", (0, 0))
+    oh, ow = _conv_geometry((h, w), (kh, kw), stride, padding)
+    listed = [(shape, in_dtypes[0]) for (shape,) in _padded_shape((n, c, h, w), padding)]
+    return listed + [((n, c, kh, kw, oh, ow), in_dtypes[0])]
+
+
 register(OpDef("conv2d", _conv2d, "matmul", "ConvolutionBackward0", _conv2d_backward,
                (Save("input", 0), Save("weight", 1),
                 Save("stride", "attr:stride", freed=False), Save("padding", "attr:padding", freed=False)),
-               "same"))
+               "same", scratch=_conv_scratch(_conv2d_temporaries)))
 
 
-def _conv2d_input_grad(g, weight, out=None, input_size=(1, 1), stride=(1, 1), padding=(0, 0)):
+def _conv2d_input_grad(g, weight, out=None, input_size=(1, 1), stride=(1, 1), padding=(0, 0), scratch=None):
     """Gradient w.r.t. conv2d's input (col2im): weight^T times g gives a gradient for every cell
     of every window, each added back onto the padded-input position it was read from."""
     n, o, oh, ow = g.shape
     _, c, kh, kw = weight.shape
     (h, w), (sh, sw), (ph, pw) = input_size, stride, padding
-    columns = np.matmul(weight.reshape(o, c * kh * kw).T, g.reshape(n, o, oh * ow)).reshape(n, c, kh, kw, oh, ow)
-    padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=columns.dtype)
+    temporaries = Scratch(scratch if out is not None else None)
+    dtype = np.result_type(weight, g)
+    columns = np.matmul(weight.reshape(o, c * kh * kw).T, g.reshape(n, o, oh * ow),
+                        out=temporaries.take((n, c * kh * kw, oh * ow), dtype) if scratch is not None else None)
+    columns = columns.reshape(n, c, kh, kw, oh, ow)
+    if scratch is None:
+        padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=columns.dtype)
+    else:
+        padded = temporaries.take((n, c, h + 2 * ph, w + 2 * pw), columns.dtype)
+        padded.fill(0)
     for i in range(kh):
         for j in range(kw):
             padded[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += columns[:, :, i, j]
@@ -99,21 +154,39 @@ def _conv2d_input_grad_backward(F, gg, s, at, need):
     return grad_g, grad_weight
 
 
+def _conv2d_input_grad_temporaries(in_shapes, in_dtypes, attrs) -> list:
+    (n, _, oh, ow), (_, c, kh, kw) = in_shapes[:2]
+    h, w = attrs.get("input_size", (1, 1))
+    ph, pw = attrs.get("padding", (0, 0))
+    dtype = np.result_type(*in_dtypes[:2])
+    return [((n, c * kh * kw, oh * ow), dtype), ((n, c, h + 2 * ph, w + 2 * pw), dtype)]
+
+
 register(OpDef("conv2d_input_grad", _conv2d_input_grad, "matmul", "ConvolutionBackwardBackward0",
                _conv2d_input_grad_backward,
                (Save("grad_output", 0, when=(1,)), Save("weight", 1, when=(0,)),
                 Save("weight_sym_sizes", "shape:1", freed=False)),
-               "same"))
+               "same", scratch=_conv_scratch(_conv2d_input_grad_temporaries)))
 
 
-def _conv2d_weight_grad(g, x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0)):
+def _conv2d_weight_grad(g, x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), scratch=None):
     """Gradient w.r.t. conv2d's weight: g times the input's columns, summed over batch and positions
     in one matmul of (O, N*OH*OW) by (N*OH*OW, C*kh*kw)."""
     n, o, oh, ow = g.shape
     c, (kh, kw) = x.shape[1], kernel_size
-    windows = _windows(x, kernel_size, stride, padding)
-    columns = windows.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow)
-    grad = g.transpose(1, 0, 2, 3).reshape(o, n * oh * ow)
+    if scratch is None:
+        windows = _windows(x, kernel_size, stride, padding)
+        columns = windows.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow)
+        grad = g.transpose(1, 0, 2, 3).reshape(o, n * oh * ow)
+    else:   # the same C-ordered copies, in working memory
+        temporaries = Scratch(scratch)
+        windows = _windows(x, kernel_size, stride, padding, scratch=temporaries)
+        columns = temporaries.take((c, kh, kw, n, oh, ow), x.dtype)
+        np.copyto(columns, windows.transpose(1, 4, 5, 0, 2, 3))
+        columns = columns.reshape(c * kh * kw, n * oh * ow)
+        grad = temporaries.take((o, n, oh, ow), g.dtype)
+        np.copyto(grad, g.transpose(1, 0, 2, 3))
+        grad = grad.reshape(o, n * oh * ow)
     if out is None:
         return np.matmul(grad, columns.T).reshape(o, c, kh, kw)
     np.matmul(grad, columns.T, out=np.reshape(out, (o, c * kh * kw), copy=False))
@@ -129,11 +202,18 @@ def _conv2d_weight_grad_backward(F, gg, s, at, need):
     return grad_g, grad_input
 
 
+def _conv2d_weight_grad_temporaries(in_shapes, in_dtypes, attrs) -> list:
+    (n, o, oh, ow), x_shape = in_shapes[:2]
+    c, (kh, kw) = x_shape[1], attrs.get("kernel_size", (1, 1))
+    listed = [(shape, in_dtypes[1]) for (shape,) in _padded_shape(x_shape, attrs.get("padding", (0, 0)))]
+    return listed + [((c, kh, kw, n, oh, ow), in_dtypes[1]), ((o, n, oh, ow), in_dtypes[0])]
+
+
 register(OpDef("conv2d_weight_grad", _conv2d_weight_grad, "matmul", "ConvolutionBackwardBackward0",
                _conv2d_weight_grad_backward,
                (Save("grad_output", 0, when=(1,)), Save("input", 1, when=(0,)),
                 Save("input_sym_sizes", "shape:1", freed=False)),
-               "same"))
+               "same", scratch=_conv_scratch(_conv2d_weight_grad_temporaries)))
 
 
 # ---- max_pool2d(input) -> (values, flat indices into each H*W plane) ----------------------------
@@ -161,8 +241,12 @@ def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), 
     out_w = pool_output_size(width, kw, sw, pw, dw, ceil_mode)
     work = np.dtype(np.float32) if x.dtype == np.float16 else np.dtype(np.uint8) if x.dtype == np.bool_ else x.dtype
     planes = np.ascontiguousarray(x, dtype=work).reshape(-1, height, width)
-    values = np.empty((planes.shape[0], out_h, out_w), work)
-    indices = np.empty((planes.shape[0], out_h, out_w), np.int64)
+    shape = (planes.shape[0], out_h, out_w)
+    # out (values, indices): written directly where they are C-contiguous buffers of the loop's dtypes
+    into_values = out is not None and out[0].dtype == work and out[0].flags.c_contiguous
+    into_indices = out is not None and out[1].dtype == np.int64 and out[1].flags.c_contiguous
+    values = out[0].reshape(shape) if into_values else np.empty(shape, work)
+    indices = out[1].reshape(shape) if into_indices else np.empty(shape, np.int64)
     if (dh, dw) != (1, 1):
         jit_loops().max_pool2d_dilated(planes, kh, kw, sh, sw, ph, pw, dh, dw, work.type(_lowest(work)), values,
                                        indices)
@@ -171,7 +255,14 @@ def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), 
     else:
         jit_loops().max_pool2d(planes, kh, kw, sh, sw, ph, pw, work.type(_lowest(work)), values, indices)
     values = values.reshape(*lead, out_h, out_w)
-    return values.astype(x.dtype, copy=False), indices.reshape(*lead, out_h, out_w)
+    indices = indices.reshape(*lead, out_h, out_w)
+    if out is None:
+        return values.astype(x.dtype, copy=False), indices
+    if not into_values:
+        np.copyto(out[0], values, casting="unsafe")
+    if not into_indices:
+        np.copyto(out[1], indices, casting="unsafe")
+    return out
 
 
 def _max_pool2d_backward_formula(F, g, s, at, need):
@@ -183,7 +274,7 @@ register(OpDef("max_pool2d", _max_pool2d, "other", "MaxPool2DWithIndicesBackward
                 Save("kernel_size", "attr:kernel_size", freed=False), Save("stride", "attr:stride", freed=False),
                 Save("padding", "attr:padding", freed=False), Save("dilation", "attr:dilation", freed=False),
                 Save("ceil_mode", "attr:ceil_mode", freed=False)),
-               "same"))
+               "same", fills_outputs=True))
 
 
 def _max_pool2d_backward(g, indices, out=None, input_size=(1, 1)):

@@ -130,7 +130,7 @@ def _layer_norm_forward(has_weight: bool, has_bias: bool):
         weight = params[0] if has_weight else None
         bias = params[-1] if has_bias else None
         if _row_loops_apply(x, normalized_shape, weight, bias):
-            return _layer_norm_rows(x, weight, bias, normalized_shape, eps)
+            return _layer_norm_rows(x, weight, bias, normalized_shape, eps, out)
         axes = _axes(x.ndim, normalized_shape)
         mean = np.mean(x, axis=axes, keepdims=True)
         centered = x - mean
@@ -141,8 +141,30 @@ def _layer_norm_forward(has_weight: bool, has_bias: bool):
             y *= params[0]
         if has_bias:
             y += params[-1]
-        return y, mean, rstd
+        return fill_outputs((y, mean, rstd), out)
     return forward
+
+
+def fill_outputs(results: tuple, out):
+    """A multi-output forward's results, copied into ``out`` (one array per result) if given:
+    what an op registered with ``fills_outputs`` returns where its arrays were computed elsewhere."""
+    if out is None:
+        return results
+    for result, target in zip(results, out):
+        if result is not None and result is not target:
+            np.copyto(target, result, casting="unsafe")
+    return out
+
+
+def _output_memory(out, k: int, shape: tuple, dtype, inputs):
+    """out[k] viewed as ``shape`` for a loop to write directly (a C-contiguous array of ``dtype``
+    sharing no memory with an input), else a new array."""
+    if out is not None:
+        target = out[k]
+        if (target.dtype == dtype and target.flags.c_contiguous and target.size == math.prod(shape)
+                and not any(a is not None and np.may_share_memory(target, a) for a in inputs)):
+            return target.reshape(shape)
+    return np.empty(shape, dtype)
 
 
 def _row_loops_apply(x, normalized_shape, *others) -> bool:
@@ -155,19 +177,21 @@ def _row_loops_apply(x, normalized_shape, *others) -> bool:
     return all(a is None or (a.dtype == x.dtype and a.shape == shape) for a in others)
 
 
-def _layer_norm_rows(x, weight, bias, normalized_shape, eps):
-    """(y, mean, rstd) from one Numba loop over the rows of x's normalized dims."""
+def _layer_norm_rows(x, weight, bias, normalized_shape, eps, out=None):
+    """(y, mean, rstd) from one Numba loop over the rows of x's normalized dims (written into
+    ``out``'s arrays where they fit)."""
     n = math.prod(normalized_shape)
     (rows,) = row_operands(x.reshape(-1, n))
     T, count = x.dtype.type, rows.shape[0]
-    y, mean, rstd = np.empty(rows.shape, x.dtype), np.empty(count, x.dtype), np.empty(count, x.dtype)
+    y, mean, rstd = (_output_memory(out, k, shape, x.dtype, (x, weight, bias))
+                     for k, shape in enumerate((rows.shape, (count,), (count,))))
     unused = np.empty(0, x.dtype)
     weight_row = unused if weight is None else np.ascontiguousarray(weight).reshape(n)
     bias_row = unused if bias is None else np.ascontiguousarray(bias).reshape(n)
     jit_loops().layer_norm(rows, weight_row, bias_row, weight is not None, bias is not None, T(eps), y, mean, rstd,
                            T(n), T(1))
     kept = x.shape[:x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
-    return y.reshape(x.shape), mean.reshape(kept), rstd.reshape(kept)
+    return fill_outputs((y.reshape(x.shape), mean.reshape(kept), rstd.reshape(kept)), out)
 
 
 def _layer_norm_backward_formula(has_weight: bool, has_bias: bool):
@@ -218,24 +242,29 @@ for _suffix, _has_weight, _has_bias in (("", False, False), ("_weight", True, Fa
     if _has_weight:
         _saves += (Save("weight", 1),)
     register(OpDef("layer_norm" + _suffix, _layer_norm_forward(_has_weight, _has_bias), "other",
-                   "NativeLayerNormBackward0", _layer_norm_backward_formula(_has_weight, _has_bias), _saves, "float"))
+                   "NativeLayerNormBackward0", _layer_norm_backward_formula(_has_weight, _has_bias), _saves, "float",
+                   fills_outputs=True))
 
 
-def _layer_norm_bw_rows(g, x, mean, rstd, weight, normalized_shape, out=None):
-    """The row loop's (grad input, grad weight, grad bias), the last two None without a weight."""
+def _layer_norm_bw_rows(g, x, mean, rstd, weight, normalized_shape, out=None, outs=None):
+    """The row loop's (grad input, grad weight, grad bias), the last two None without a weight;
+    ``outs``, if given, the three arrays to write them into (where they fit)."""
     n = math.prod(normalized_shape)
     rows_g, rows_x, rows_mean, rows_rstd = row_operands(g.reshape(-1, n), x.reshape(-1, n), mean.reshape(-1, 1),
                                                         rstd.reshape(-1, 1))
-    flat = loop_output(g.size, g.dtype, out, (g, x, mean, rstd) + (() if weight is None else (weight,)))
+    inputs = (g, x, mean, rstd) + (() if weight is None else (weight,))
+    flat = loop_output(g.size, g.dtype, out if outs is None else outs[0], inputs)
     scaled = np.empty((1, n), g.dtype)  # the loop's scratch row; stands in for what is not given
     grad_weight = grad_bias = None
     if weight is not None:
-        grad_weight, grad_bias = np.empty(normalized_shape, g.dtype), np.empty(normalized_shape, g.dtype)
+        grad_weight, grad_bias = (_output_memory(outs, k, tuple(normalized_shape), g.dtype, inputs) for k in (1, 2))
     jit_loops().layer_norm_backward(
         rows_g, rows_x, rows_mean.reshape(-1), rows_rstd.reshape(-1),
         scaled[0] if weight is None else np.ascontiguousarray(weight).reshape(n), weight is not None,
         flat.reshape(rows_g.shape), scaled, scaled[0] if weight is None else grad_weight.reshape(n),
         scaled[0] if weight is None else grad_bias.reshape(n), g.dtype.type(n))
+    if outs is not None:
+        return fill_outputs((loop_result(flat, g.shape, g.dtype, outs[0]), grad_weight, grad_bias), outs)
     return loop_result(flat, g.shape, g.dtype, out), grad_weight, grad_bias
 
 
@@ -261,11 +290,11 @@ def _layer_norm_bw_affine(g, x, mean, rstd, weight, out=None, normalized_shape=(
     """(grad input, grad weight, grad bias)."""
     if (g.shape == x.shape and _row_loops_apply(x, normalized_shape, weight)
             and _stats_fit(x, mean, rstd, normalized_shape) and all(a.dtype == x.dtype for a in (g, mean, rstd))):
-        return _layer_norm_bw_rows(g, x, mean, rstd, weight, tuple(normalized_shape))
+        return _layer_norm_bw_rows(g, x, mean, rstd, weight, tuple(normalized_shape), outs=out)
     batch = _batch_axes(x.ndim, normalized_shape)
     xhat = (x - mean) * rstd
-    return (_layer_norm_bw(g * weight, x, mean, rstd, normalized_shape=normalized_shape),
-            np.sum(g * xhat, axis=batch), np.sum(g, axis=batch))
+    return fill_outputs((_layer_norm_bw(g * weight, x, mean, rstd, normalized_shape=normalized_shape),
+                         np.sum(g * xhat, axis=batch), np.sum(g, axis=batch)), out)
 
 
 def _layer_norm_bw_backward(has_weight: bool):
@@ -308,7 +337,7 @@ _BW_SAVES = (Save("grad_out", 0), Save("input", 1), Save("mean", 2), Save("rstd"
 register(OpDef("layer_norm_backward", _layer_norm_bw, "other", "NativeLayerNormBackwardBackward0",
                _layer_norm_bw_backward(False), _BW_SAVES, "promote"))
 register(OpDef("layer_norm_backward_affine", _layer_norm_bw_affine, "other", "NativeLayerNormBackwardBackward0",
-               _layer_norm_bw_backward(True), _BW_SAVES + (Save("weight", 4),), "promote"))
+               _layer_norm_bw_backward(True), _BW_SAVES + (Save("weight", 4),), "promote", fills_outputs=True))
 
 
 # ---- embedding: rows of a weight matrix picked by integer indices ---------------------------------

@@ -90,6 +90,13 @@ class OpDef:
     # Edges whose gradient the backward sums from several uses: the engine hands it what the
     # edge's buffer already holds (``running_sums={edge: tensor}``), to be added first, as eager would.
     running_sum_edges: tuple = ()
+    # Working memory: scratch(input shapes, input dtypes, attrs) -> bytes the forward needs for its
+    # temporaries (0: none). A planner gives it that many bytes of the arena, live during the step
+    # only, as ``scratch=`` (a uint8 array); called without it, the forward allocates them itself.
+    scratch: Callable[[list, list, dict], int] | None = None
+    # A multi-output forward that takes ``out=`` (a tuple, one array per output) and writes every
+    # output into it: its outputs get planned buffers, where other multi-output ops return new arrays.
+    fills_outputs: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:

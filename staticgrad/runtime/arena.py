@@ -12,6 +12,12 @@ class Arena:
         self.block = raw[start:start + nbytes]
         self.nbytes = nbytes
 
+    def working_memory(self, program) -> dict:
+        """The uint8 views its steps' working memory (Step.scratch) lives in, keyed as a replay's
+        build reads them: ("scratch", offset, bytes)."""
+        return {("scratch", offset, size): self.view(offset, (size,), np.uint8)
+                for offset, size in dict.fromkeys(step.scratch for step in program.steps if step.scratch)}
+
     def view(self, offset: int, shape: tuple, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))

@@ -23,8 +23,9 @@ class Interpreter:
         self.program = program
         self._fresh = [(spec.slot, spec.shape, spec.dtype) for spec in program.buffers if spec.offset is None]
         self._idle = [self._new_template()]
-        self._steps = [(OPS[s.op].forward, s.inputs, s.outputs, dict(s.attrs), s.dynamic, s.mode)
-                       for s in program.steps]
+        # an op's working memory is a new array on every call here (the arena's place is the planner's claim)
+        self._steps = [(OPS[s.op].forward, s.inputs, s.outputs, dict(s.attrs), s.dynamic, s.mode, s.scratch,
+                        OPS[s.op].fills_outputs) for s in program.steps]
         # results that must be copies: constants, and a slot returned a second time (no two results
         # share memory)
         seen = set(program.constants)
@@ -76,16 +77,20 @@ class Interpreter:
                     env[slot] = array
         for slot, target in program.aliases.items():
             env[slot] = env[target]
-        for forward, ins, outs, attrs, dynamic, mode in self._steps:
-            if dynamic:
+        for forward, ins, outs, attrs, dynamic, mode, working, fills in self._steps:
+            if dynamic or working:
                 attrs = dict(attrs)
                 for name, index in dynamic:
                     attrs[name] = scalars[index]
+                if working:
+                    attrs["scratch"] = np.empty(working[1], np.uint8)
             args = [env[i] for i in ins]
             if mode == OUT:
                 forward(*args, out=env[outs[0]], **attrs)
             elif mode == VIEW:
                 env[outs[0]] = forward(*args, **attrs)
+            elif fills:   # a multi-output forward that writes into the buffers it is handed
+                forward(*args, out=tuple(env[slot] for slot in outs), **attrs)
             else:
                 for slot, array in zip(outs, forward(*args, **attrs)):
                     env[slot] = np.asarray(array, order="C")  # eager's layout for an owned result; keeps 0-dim

@@ -25,6 +25,7 @@ class Step:
     attrs: tuple            # static (name, value) pairs passed to the kernel
     dynamic: tuple = ()     # (attr name, scalar index) read from the call's scalars
     mode: str = OUT
+    scratch: tuple = ()     # (arena offset, bytes): the op's working memory during this step (scratch=)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ class CompiledReplay:
         self.arena = Arena(program.arena_bytes, program.alignment)  # the newest, for inspection
         views = {spec.slot: self.arena.view(spec.offset, spec.shape, spec.dtype)
                  for spec in program.buffers if spec.offset is not None}
+        views.update(self.arena.working_memory(program))
         return self._build(views, program.constants, self._forwards, self._kernels, np, *self._build_args)
 
     def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:

@@ -188,10 +188,11 @@ def _statement(step, name, shapes) -> str:
     in_shapes = [shapes.get(s) for s in step.inputs]
     if step.mode == KERNEL:
         return _kernel_call(step, ins, [name(s) for s in step.outputs])
-    if step.mode == MULTI and op.fills_outputs:
-        outs = ", ".join(name(s) for s in step.outputs)
-        return f"if any(a is not b for a, b in zip(f_{step.op}({_call_args(ins, attrs, f'({outs},)')}), ({outs},))): " \
-               f"_out_ignored({step.op!r})"
+    if step.mode == MULTI and op.fills_outputs:   # the same check as an out= step's, per output
+        outs = [name(s) for s in step.outputs]
+        call = f"(_filled := f_{step.op}({_call_args(ins, attrs, '(' + ', '.join(outs) + ',)')}))"
+        unfilled = " or ".join(f"{call if k == 0 else '_filled'}[{k}] is not {out}" for k, out in enumerate(outs))
+        return f"if {unfilled}: _out_ignored({step.op!r})"
     if step.mode == MULTI:
         outs = ", ".join(name(s) for s in step.outputs)
         # C-contiguous, the layout eager gives every result that owns its memory (asarray with

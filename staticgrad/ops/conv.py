@@ -14,9 +14,12 @@ hand them an ``out`` that aliases an input.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from staticgrad.ops.elementwise import fill_outputs, loop_output
 from staticgrad.ops.registry import OpDef, Save, jit_loops, register
 from staticgrad.ops.scratch import Scratch, scratch_bytes
 from staticgrad.ops.shape import _reshape_back
@@ -24,31 +27,23 @@ from staticgrad.ops.shape import _reshape_back
 
 def _windows(x, kernel_size, stride, padding, fill=0, scratch=None):
     """(..., OH, OW, kh, kw) strided view of the windows a kernel visits over the last two axes of
-    the padded input (padded into ``scratch``'s next temporary, if given)."""
+    the padded input (padded into the next temporary of ``scratch``, a Scratch, if given)."""
     ph, pw = padding
     if ph or pw:
-        if scratch is None:
-            x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(ph, ph), (pw, pw)], constant_values=fill)
-        else:
-            *lead, h, w = x.shape
-            padded = scratch.take((*lead, h + 2 * ph, w + 2 * pw), x.dtype)
-            padded.fill(fill)
-            padded[..., ph:ph + h, pw:pw + w] = x
-            x = padded
+        *lead, h, w = x.shape
+        padded = (scratch or Scratch(None)).take((*lead, h + 2 * ph, w + 2 * pw), x.dtype)
+        padded.fill(fill)
+        padded[..., ph:ph + h, pw:pw + w] = x
+        x = padded
     sh, sw = stride
     return sliding_window_view(x, tuple(kernel_size), axis=(-2, -1))[..., ::sh, ::sw, :, :]
 
 
-def _conv_geometry(size, kernel_size, stride, padding) -> tuple:
-    """(OH, OW) of a convolution over an (H, W) plane."""
-    return tuple((n + 2 * p - k) // s + 1 for n, k, s, p in zip(size, kernel_size, stride, padding))
-
-
 def _padded_shape(x_shape, padding) -> list:
-    """The padded input's temporary, if the convolution pads."""
+    """The padded input's shape, a temporary of _windows, if the convolution pads."""
     n, c, h, w = x_shape
     ph, pw = padding
-    return [((n, c, h + 2 * ph, w + 2 * pw),)] if ph or pw else []
+    return [(n, c, h + 2 * ph, w + 2 * pw)] if ph or pw else []
 
 
 def _conv_scratch(temporaries):
@@ -76,15 +71,12 @@ def _write(result, out):
 
 def _conv2d(x, weight, bias=None, out=None, stride=(1, 1), padding=(0, 0), scratch=None):
     n, c, o = x.shape[0], x.shape[1], weight.shape[0]
-    temporaries = Scratch(scratch if out is not None else None)
-    windows = _windows(x, weight.shape[2:], stride, padding, scratch=temporaries if scratch is not None else None)
+    temporaries = Scratch(scratch)
+    windows = _windows(x, weight.shape[2:], stride, padding, scratch=temporaries)
     oh, ow, kh, kw = windows.shape[2:]
-    if scratch is None:
-        columns = windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
-    else:   # the same C-ordered copy of the windows, in working memory
-        columns = temporaries.take((n, c, kh, kw, oh, ow), x.dtype)
-        np.copyto(columns, windows.transpose(0, 1, 4, 5, 2, 3))
-        columns = columns.reshape(n, c * kh * kw, oh * ow)
+    columns = temporaries.take((n, c, kh, kw, oh, ow), x.dtype)   # the windows in C order (im2col)
+    np.copyto(columns, windows.transpose(0, 1, 4, 5, 2, 3))
+    columns = columns.reshape(n, c * kh * kw, oh * ow)
     kernel = weight.reshape(o, c * kh * kw)
     flat_out = None if out is None else np.reshape(out, (n, o, oh * ow), copy=False)
     if bias is None:
@@ -112,8 +104,8 @@ def _conv2d_backward(F, g, s, at, need):
 def _conv2d_temporaries(in_shapes, in_dtypes, attrs) -> list:
     (n, c, h, w), (_, _, kh, kw) = in_shapes[:2]
     stride, padding = attrs.get("stride", (1, 1)), attrs.get("padding", (0, 0))
-    oh, ow = _conv_geometry((h, w), (kh, kw), stride, padding)
-    listed = [(shape, in_dtypes[0]) for (shape,) in _padded_shape((n, c, h, w), padding)]
+    oh, ow = (pool_output_size(*geometry) for geometry in zip((h, w), (kh, kw), stride, padding))
+    listed = [(shape, in_dtypes[0]) for shape in _padded_shape((n, c, h, w), padding)]
     return listed + [((n, c, kh, kw, oh, ow), in_dtypes[0])]
 
 
@@ -129,16 +121,12 @@ def _conv2d_input_grad(g, weight, out=None, input_size=(1, 1), stride=(1, 1), pa
     n, o, oh, ow = g.shape
     _, c, kh, kw = weight.shape
     (h, w), (sh, sw), (ph, pw) = input_size, stride, padding
-    temporaries = Scratch(scratch if out is not None else None)
-    dtype = np.result_type(weight, g)
-    columns = np.matmul(weight.reshape(o, c * kh * kw).T, g.reshape(n, o, oh * ow),
-                        out=temporaries.take((n, c * kh * kw, oh * ow), dtype) if scratch is not None else None)
+    temporaries = Scratch(scratch if out is not None else None)   # without out, the result is a view of padded
+    columns = temporaries.take((n, c * kh * kw, oh * ow), np.result_type(weight, g))
+    np.matmul(weight.reshape(o, c * kh * kw).T, g.reshape(n, o, oh * ow), out=columns)
     columns = columns.reshape(n, c, kh, kw, oh, ow)
-    if scratch is None:
-        padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=columns.dtype)
-    else:
-        padded = temporaries.take((n, c, h + 2 * ph, w + 2 * pw), columns.dtype)
-        padded.fill(0)
+    padded = temporaries.take((n, c, h + 2 * ph, w + 2 * pw), columns.dtype)
+    padded.fill(0)
     for i in range(kh):
         for j in range(kw):
             padded[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += columns[:, :, i, j]
@@ -174,19 +162,14 @@ def _conv2d_weight_grad(g, x, out=None, kernel_size=(1, 1), stride=(1, 1), paddi
     in one matmul of (O, N*OH*OW) by (N*OH*OW, C*kh*kw)."""
     n, o, oh, ow = g.shape
     c, (kh, kw) = x.shape[1], kernel_size
-    if scratch is None:
-        windows = _windows(x, kernel_size, stride, padding)
-        columns = windows.transpose(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow)
-        grad = g.transpose(1, 0, 2, 3).reshape(o, n * oh * ow)
-    else:   # the same C-ordered copies, in working memory
-        temporaries = Scratch(scratch)
-        windows = _windows(x, kernel_size, stride, padding, scratch=temporaries)
-        columns = temporaries.take((c, kh, kw, n, oh, ow), x.dtype)
-        np.copyto(columns, windows.transpose(1, 4, 5, 0, 2, 3))
-        columns = columns.reshape(c * kh * kw, n * oh * ow)
-        grad = temporaries.take((o, n, oh, ow), g.dtype)
-        np.copyto(grad, g.transpose(1, 0, 2, 3))
-        grad = grad.reshape(o, n * oh * ow)
+    temporaries = Scratch(scratch)
+    windows = _windows(x, kernel_size, stride, padding, scratch=temporaries)
+    columns = temporaries.take((c, kh, kw, n, oh, ow), x.dtype)   # the windows in C order
+    np.copyto(columns, windows.transpose(1, 4, 5, 0, 2, 3))
+    columns = columns.reshape(c * kh * kw, n * oh * ow)
+    grad = temporaries.take((o, n, oh, ow), g.dtype)   # channels first
+    np.copyto(grad, g.transpose(1, 0, 2, 3))
+    grad = grad.reshape(o, n * oh * ow)
     if out is None:
         return np.matmul(grad, columns.T).reshape(o, c, kh, kw)
     np.matmul(grad, columns.T, out=np.reshape(out, (o, c * kh * kw), copy=False))
@@ -205,7 +188,7 @@ def _conv2d_weight_grad_backward(F, gg, s, at, need):
 def _conv2d_weight_grad_temporaries(in_shapes, in_dtypes, attrs) -> list:
     (n, o, oh, ow), x_shape = in_shapes[:2]
     c, (kh, kw) = x_shape[1], attrs.get("kernel_size", (1, 1))
-    listed = [(shape, in_dtypes[1]) for (shape,) in _padded_shape(x_shape, attrs.get("padding", (0, 0)))]
+    listed = [(shape, in_dtypes[1]) for shape in _padded_shape(x_shape, attrs.get("padding", (0, 0)))]
     return listed + [((c, kh, kw, n, oh, ow), in_dtypes[1]), ((o, n, oh, ow), in_dtypes[0])]
 
 
@@ -242,11 +225,9 @@ def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), 
     work = np.dtype(np.float32) if x.dtype == np.float16 else np.dtype(np.uint8) if x.dtype == np.bool_ else x.dtype
     planes = np.ascontiguousarray(x, dtype=work).reshape(-1, height, width)
     shape = (planes.shape[0], out_h, out_w)
-    # out (values, indices): written directly where they are C-contiguous buffers of the loop's dtypes
-    into_values = out is not None and out[0].dtype == work and out[0].flags.c_contiguous
-    into_indices = out is not None and out[1].dtype == np.int64 and out[1].flags.c_contiguous
-    values = out[0].reshape(shape) if into_values else np.empty(shape, work)
-    indices = out[1].reshape(shape) if into_indices else np.empty(shape, np.int64)
+    # out (values, indices): the loop writes into them directly where they fit
+    values, indices = (loop_output(math.prod(shape), dtype, None if out is None else out[k], (x, planes))
+                       .reshape(shape) for k, dtype in enumerate((work, np.dtype(np.int64))))
     if (dh, dw) != (1, 1):
         jit_loops().max_pool2d_dilated(planes, kh, kw, sh, sw, ph, pw, dh, dw, work.type(_lowest(work)), values,
                                        indices)
@@ -258,11 +239,7 @@ def _max_pool2d(x, out=None, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), 
     indices = indices.reshape(*lead, out_h, out_w)
     if out is None:
         return values.astype(x.dtype, copy=False), indices
-    if not into_values:
-        np.copyto(out[0], values, casting="unsafe")
-    if not into_indices:
-        np.copyto(out[1], indices, casting="unsafe")
-    return out
+    return fill_outputs((values, indices), out)
 
 
 def _max_pool2d_backward_formula(F, g, s, at, need):

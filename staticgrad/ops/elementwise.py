@@ -77,6 +77,13 @@ def loop_result(flat, shape, dtype, out):
     return out
 
 
+def fill_outputs(results: tuple, out: tuple) -> tuple:
+    """A multi-output forward's results (OpDef.fills_outputs) as the arrays of ``out``: each copied
+    in unless a loop already wrote it there (a None result stays None)."""
+    return tuple(None if result is None else loop_result(result, target.shape, target.dtype, target)
+                 for result, target in zip(results, out))
+
+
 def _binary(name, forward, node_name, backward, saves=(), expr=None, dtype_rule="promote"):
     return register(OpDef(name, forward, "elementwise", node_name, backward, saves, dtype_rule,
                           expr, broadcast_error))

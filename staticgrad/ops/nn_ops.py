@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from staticgrad.ops.elementwise import broadcast_error, loop_operands, loop_output, loop_result
+from staticgrad.ops.elementwise import broadcast_error, fill_outputs, loop_operands, loop_output, loop_result
 from staticgrad.ops.reductions import ROW_LOOP_DTYPES, row_operands
 from staticgrad.ops.registry import OpDef, Save, jit_loops, lit, register
 
@@ -141,30 +141,8 @@ def _layer_norm_forward(has_weight: bool, has_bias: bool):
             y *= params[0]
         if has_bias:
             y += params[-1]
-        return fill_outputs((y, mean, rstd), out)
+        return (y, mean, rstd) if out is None else fill_outputs((y, mean, rstd), out)
     return forward
-
-
-def fill_outputs(results: tuple, out):
-    """A multi-output forward's results, copied into ``out`` (one array per result) if given:
-    what an op registered with ``fills_outputs`` returns where its arrays were computed elsewhere."""
-    if out is None:
-        return results
-    for result, target in zip(results, out):
-        if result is not None and result is not target:
-            np.copyto(target, result, casting="unsafe")
-    return out
-
-
-def _output_memory(out, k: int, shape: tuple, dtype, inputs):
-    """out[k] viewed as ``shape`` for a loop to write directly (a C-contiguous array of ``dtype``
-    sharing no memory with an input), else a new array."""
-    if out is not None:
-        target = out[k]
-        if (target.dtype == dtype and target.flags.c_contiguous and target.size == math.prod(shape)
-                and not any(a is not None and np.may_share_memory(target, a) for a in inputs)):
-            return target.reshape(shape)
-    return np.empty(shape, dtype)
 
 
 def _row_loops_apply(x, normalized_shape, *others) -> bool:
@@ -183,15 +161,16 @@ def _layer_norm_rows(x, weight, bias, normalized_shape, eps, out=None):
     n = math.prod(normalized_shape)
     (rows,) = row_operands(x.reshape(-1, n))
     T, count = x.dtype.type, rows.shape[0]
-    y, mean, rstd = (_output_memory(out, k, shape, x.dtype, (x, weight, bias))
-                     for k, shape in enumerate((rows.shape, (count,), (count,))))
+    y, mean, rstd = (loop_output(math.prod(shape), x.dtype, None if out is None else out[k], (x, weight, bias))
+                     .reshape(shape) for k, shape in enumerate((rows.shape, (count,), (count,))))
     unused = np.empty(0, x.dtype)
     weight_row = unused if weight is None else np.ascontiguousarray(weight).reshape(n)
     bias_row = unused if bias is None else np.ascontiguousarray(bias).reshape(n)
     jit_loops().layer_norm(rows, weight_row, bias_row, weight is not None, bias is not None, T(eps), y, mean, rstd,
                            T(n), T(1))
     kept = x.shape[:x.ndim - len(normalized_shape)] + (1,) * len(normalized_shape)
-    return fill_outputs((y.reshape(x.shape), mean.reshape(kept), rstd.reshape(kept)), out)
+    results = (y.reshape(x.shape), mean.reshape(kept), rstd.reshape(kept))
+    return results if out is None else fill_outputs(results, out)
 
 
 def _layer_norm_backward_formula(has_weight: bool, has_bias: bool):
@@ -257,14 +236,15 @@ def _layer_norm_bw_rows(g, x, mean, rstd, weight, normalized_shape, out=None, ou
     scaled = np.empty((1, n), g.dtype)  # the loop's scratch row; stands in for what is not given
     grad_weight = grad_bias = None
     if weight is not None:
-        grad_weight, grad_bias = (_output_memory(outs, k, tuple(normalized_shape), g.dtype, inputs) for k in (1, 2))
+        grad_weight, grad_bias = (loop_output(n, g.dtype, None if outs is None else outs[k], inputs)
+                                  .reshape(normalized_shape) for k in (1, 2))
     jit_loops().layer_norm_backward(
         rows_g, rows_x, rows_mean.reshape(-1), rows_rstd.reshape(-1),
         scaled[0] if weight is None else np.ascontiguousarray(weight).reshape(n), weight is not None,
         flat.reshape(rows_g.shape), scaled, scaled[0] if weight is None else grad_weight.reshape(n),
         scaled[0] if weight is None else grad_bias.reshape(n), g.dtype.type(n))
     if outs is not None:
-        return fill_outputs((loop_result(flat, g.shape, g.dtype, outs[0]), grad_weight, grad_bias), outs)
+        return fill_outputs((flat.reshape(g.shape), grad_weight, grad_bias), outs)
     return loop_result(flat, g.shape, g.dtype, out), grad_weight, grad_bias
 
 
@@ -293,8 +273,9 @@ def _layer_norm_bw_affine(g, x, mean, rstd, weight, out=None, normalized_shape=(
         return _layer_norm_bw_rows(g, x, mean, rstd, weight, tuple(normalized_shape), outs=out)
     batch = _batch_axes(x.ndim, normalized_shape)
     xhat = (x - mean) * rstd
-    return fill_outputs((_layer_norm_bw(g * weight, x, mean, rstd, normalized_shape=normalized_shape),
-                         np.sum(g * xhat, axis=batch), np.sum(g, axis=batch)), out)
+    results = (_layer_norm_bw(g * weight, x, mean, rstd, normalized_shape=normalized_shape),
+               np.sum(g * xhat, axis=batch), np.sum(g, axis=batch))
+    return results if out is None else fill_outputs(results, out)
 
 
 def _layer_norm_bw_backward(has_weight: bool):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import sys
+import time
 
 from staticgrad._eager.dispatch import F
 from staticgrad._eager.grad_mode import no_grad
@@ -18,6 +19,8 @@ from staticgrad._state import Tracing
 from staticgrad.ops.collective import NOT_INITIALIZED, World, comm
 
 INSTALL = 'pip install "staticgrad[distributed]" (mpi4py and the mpich wheel, which brings mpiexec)'
+# How long a rank that raised waits, after printing its traceback, before it aborts every rank.
+ABORT_GRACE_SECONDS = 0.5
 BACKENDS = (None, "mpi", "gloo")   # gloo, PyTorch's CPU backend, is what CPU scripts name: MPI serves it
 
 
@@ -94,6 +97,9 @@ def _abort_on_uncaught_exception(kind, value, traceback) -> None:
         print(f"staticgrad.distributed: rank {World.comm.Get_rank()} raised; stopping every rank (MPI_Abort)",
               file=sys.stderr)
         sys.stderr.flush()
+        # The launcher forwards each rank's output on its own schedule and drops what it holds when
+        # the abort kills the job: on a loaded machine the traceback was lost. A moment lets it pass.
+        time.sleep(ABORT_GRACE_SECONDS)
         World.comm.Abort(1)
     sys.stderr.flush()
 

@@ -68,12 +68,28 @@ def _as_tuple(x):
     return tuple(x)
 
 
+# A backward through a graph holding a compiled model's node may replay a recording of the whole
+# graph's backward (``record/backward_graph.py`` sets this once such a node exists):
+# ``replay(tensors, grad_tensors, retain_graph) -> bool``, False where the engine must run it.
+_graph_replay = None
+
+
+def set_graph_replay(replay) -> None:
+    """Let ``replay`` take plain backward() calls (no create_graph, no inputs) before the engine."""
+    global _graph_replay
+    _graph_replay = replay
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None) -> None:
     """Accumulate d(tensors)/d(leaf) into every reachable leaf's ``.grad`` (or only into ``inputs``)."""
     tensors = _as_tuple(tensors)
     grad_tensors = _as_tuple(grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
+    replay = _graph_replay
+    if (replay is not None and not create_graph and inputs is None and Tracing.tracer is None
+            and replay(tensors, grad_tensors, retain_graph)):
+        return
     roots = [_root_edge(t, i) for i, t in enumerate(tensors)]
     root_grads = _root_grads(tensors, grad_tensors)
     targets = None
@@ -83,6 +99,18 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
         targets = [_input_edge(t) for t in inputs]
     _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=True)
+
+
+def leaf_gradients(tensors: tuple, grad_tensors: tuple | None, retain_graph: bool) -> list:
+    """Run ``backward(tensors, grad_tensors)`` but hand back what it would accumulate into leaves,
+    as (leaf, gradient, owned) in the order the engine reaches them, instead of accumulating it
+    (``accumulate_into_leaves`` does that): how a recording of the graph's backward sees each leaf's
+    gradient as a value."""
+    roots = [_root_edge(t, i) for i, t in enumerate(tensors)]
+    root_grads = _root_grads(tensors, grad_tensors)
+    sink = []
+    _execute(roots, root_grads, retain_graph, False, None, None, accumulate=True, sink=sink)
+    return sink
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
@@ -157,7 +185,9 @@ def _nodes_to_execute(root_nodes, target_nodes):
     return {node for node in reaches if any(reaches.get(n, False) for n, _ in node.next_functions if n is not None)}
 
 
-def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tensors, accumulate):
+def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tensors, accumulate, sink=None):
+    """Run the graph's nodes; ``sink`` (a list), when given, receives the leaves' (variable,
+    gradient, owned) instead of their ``.grad`` (``leaf_gradients``)."""
     root_nodes = list(dict.fromkeys(node for node, _ in roots))
     deps = _discover(root_nodes)
     execute = None
@@ -200,7 +230,9 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             if type(node) is AccumulateGrad:
                 entry = buf.get(0)
                 if entry is not None and accumulate:
-                    if accumulate_only is None or (node, 0) in accumulate_only:
+                    if sink is not None:
+                        sink.append((node.variable, entry[0], entry[1]))
+                    elif accumulate_only is None or (node, 0) in accumulate_only:
                         _accumulate_into_leaf(node.variable, entry[0], entry[1])
                         if node._post_hooks:   # after accumulating, as PyTorch: (grad_inputs, grad_outputs)
                             for hook in list(node._post_hooks):
@@ -254,7 +286,10 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                     heapq.heappush(ready, (-nxt._seq, counter, nxt))
                     counter += 1
             if leaves is not None:
-                _accumulate_into_leaves(leaves)
+                if sink is not None:
+                    sink.extend(leaves)
+                else:
+                    accumulate_into_leaves(leaves)
         if accumulate and _BACKWARD_END_CALLBACKS:
             for node in root_nodes:   # the callbacks see every node that ran, the roots too
                 deps.setdefault(node, 0)
@@ -426,7 +461,7 @@ def _stealable(variable: Tensor, g: Tensor, owned: bool) -> bool:
             and data.dtype == variable._data.dtype)
 
 
-def _accumulate_into_leaves(leaves: list) -> None:
+def accumulate_into_leaves(leaves: list) -> None:
     """Accumulate (variable, gradient, owned) into leaves without hooks: a fresh gradient that fits
     becomes ``.grad`` as it is (the common first backward after ``zero_grad``), with one bump of
     the grad epoch for all of them; anything else goes through ``_accumulate_into_leaf``."""

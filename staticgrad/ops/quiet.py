@@ -65,3 +65,14 @@ else:  # another NumPy layout
 
     def restore(token) -> None:
         token.__exit__(None, None, None)
+
+
+_QUIET_ERRORS = frozenset(("ignore", "warn"))
+
+
+def errors_trapped() -> bool:
+    """A user asked floating-point errors to raise or call a function (``np.errstate``/``np.seterr``):
+    compiled code never signals them, so such calls run eagerly, where the error comes from the
+    same op, with the same state, as without compile."""
+    state = error_state()
+    return not all(state[kind] in _QUIET_ERRORS for kind in ERROR_KINDS)

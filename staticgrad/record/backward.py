@@ -35,6 +35,8 @@ from staticgrad.compiler.planner import plan_program
 from staticgrad.inspect import autograd_graph
 from staticgrad.ops import OPS
 from staticgrad.ops.registry import OpDef, Save
+from staticgrad.record.backward_graph import replay_backward
+from staticgrad.record.stats import CompileStats
 from staticgrad.record.trees import flatten_outputs
 from staticgrad.runtime.replay import CompiledReplay
 
@@ -415,6 +417,10 @@ class CompiledBackward:
         positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
         self._recorded = graph
         self._with_sums = None   # the program taking running sums, compiled when a backward first needs it
+        self._sums_graph = None
+        # recordings of whole graphs' backward through this node, by graph structure (backward_graph.py)
+        self.graph_plans: dict = {}
+        self.stats = CompileStats()   # the compiled function's, once it holds this backward
         self.rebuild = None      # how a double backward rebuilds the call's graph (set by compile_backward)
         graph, self.pass_report, _ = run_pipeline(graph)
         self.graph = graph
@@ -476,9 +482,16 @@ class CompiledBackward:
                     for g, o in zip(grads, outputs)]
         return tuple(engine.grad(outputs, wrt, grad_outputs=incoming, create_graph=True, allow_unused=True))
 
+    @property
+    def _with_sums_graph(self) -> Graph:
+        """The recorded backward graph taking running sums (``with_running_sums``), made once."""
+        if self._sums_graph is None:
+            self._sums_graph = with_running_sums(self._recorded, self.layout.running_sums, self.trace.grads)
+        return self._sums_graph
+
     def _replay_with_sums(self) -> CompiledReplay:
         if self._with_sums is None:
-            graph, _, _ = run_pipeline(with_running_sums(self._recorded, self.layout.running_sums, self.trace.grads))
+            graph, _, _ = run_pipeline(self._with_sums_graph)
             program = plan_program(graph)
             program.consumes_inputs = True
             self._with_sums = CompiledReplay(program, generate(program))
@@ -529,6 +542,8 @@ class CompiledBackward:
         backward reads: the forward's saved results, and the arguments and captured tensors as
         they are now (with their version counters). ``call`` (args, kwargs) is kept for a double
         backward, which runs the function again on them."""
+        if engine._graph_replay is None:
+            engine.set_graph_replay(replay_backward)
         edges, meta = self._edges_and_meta(flat)
         attrs = {"scalars": scalars}
         if self.trace.reductions:
@@ -606,8 +621,11 @@ class CompiledBackward:
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
         inputs = arrays[:n_saved] + incoming
         captured = arrays[n_saved:]
+        tracer = Tracing.tracer
+        sources = (arrays[:n_saved], captured[:], incoming) if tracer is not None else None
         del arrays
         make = Tensor._make
+        scalars = attrs["scalars"]
         if running_sums:
             totals = []
             for k in self._sum_edges:
@@ -620,16 +638,39 @@ class CompiledBackward:
                     data = tensor._data
                     totals.append(data if owned and tensor._base is None and data.flags.c_contiguous
                                   and data.flags.writeable else data.copy())
-            self._replay_with_sums().run(inputs, captured + totals, list(attrs["scalars"]))
+            held_sources = ([("tensor", running_sums[k][0]) if k in running_sums
+                             else ("constant", np.full(self._grad_meta[k][0], -0.0, self._grad_meta[k][1]))
+                             for k in self._sum_edges] if sources is not None else None)
+            self._replay_with_sums().run(inputs, captured + totals, list(scalars))
             for note in self.trace.reductions:
                 note()
             by_edge = dict(zip(self._sum_edges, totals))
-            return tuple(make(by_edge[k], False, None) if k in by_edge else None for k in range(len(self.grad_results)))
-        results = self.replay.run(inputs, captured, list(attrs["scalars"]))
+            returned = tuple(make(by_edge[k], False, None) if k in by_edge else None
+                             for k in range(len(self.grad_results)))
+            if sources is not None:
+                graph = self._with_sums_graph
+                self._record_run(tracer, graph, sources, grads, scalars, held_sources,
+                                 [(graph.writebacks[i][0], returned[k]) for i, k in enumerate(self._sum_edges)])
+            return returned
+        results = self.replay.run(inputs, captured, list(scalars))
         for note in self.trace.reductions:
             note()
-        return tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
+        returned = tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
+        if sources is not None:
+            graph = self._recorded
+            self._record_run(tracer, graph, sources, grads, scalars, [],
+                             [(graph.results[index], t) for index, t in zip(self.grad_results, returned)
+                              if index is not None])
+        return returned
 
+    def _record_run(self, tracer, graph: Graph, sources: tuple, grads: tuple, scalars: list, held: list,
+                    returned: list) -> None:
+        """Tell a trace under way what this node's backward program did, as the recorded program's
+        ops on what it read (a recording of a whole graph's backward takes them in)."""
+        saved, captured, incoming = sources
+        inputs = [("array", a) for a in saved]
+        inputs += [("tensor", g) if g is not None else ("constant", zeros) for g, zeros in zip(grads, incoming)]
+        tracer.on_compiled_backward(graph, inputs, [("array", a) for a in captured] + held, scalars, returned)
 
 def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")

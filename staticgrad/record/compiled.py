@@ -17,7 +17,6 @@ import time
 import tracemalloc
 import types
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.nn.module import Module
-from staticgrad.ops.quiet import ERROR_KINDS, error_state
+from staticgrad.ops.quiet import errors_trapped
 from staticgrad.ops.registry import jit_loops
 from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
@@ -38,24 +37,13 @@ from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.record.plan import Plan
 from staticgrad.record.scalars import CallFloats
+from staticgrad.record.stats import CompileStats
 from staticgrad.record.tracer import Tracer
 from staticgrad.record.trees import flatten_outputs
 from staticgrad.runtime.kernels import CompileWatch, load_numba
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
-
-
-@dataclass
-class CompileStats:
-    traces: int = 0
-    replays: int = 0
-    fallbacks: int = 0
-    compile_seconds: float = 0.0
-
-    def __repr__(self) -> str:
-        return (f"CompileStats(traces={self.traces}, replays={self.replays}, fallbacks={self.fallbacks}, "
-                f"compile_seconds={self.compile_seconds:.3f})")
 
 
 # Replayable plans one compiled function keeps (as PyTorch's Dynamo caps its recompiles at 8).
@@ -121,7 +109,7 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if Tracing.tracer is not None:
             return self.fn(*args, **kwargs)
-        if _floating_point_errors_trapped():
+        if errors_trapped():
             self.stats.fallbacks += 1
             return self.fn(*args, **kwargs)
         key, flat, keep = signature(args, kwargs)
@@ -236,6 +224,7 @@ class CompiledFunction:
             except Unsupported as error:
                 record.failure = f"its outputs' backward cannot be compiled: {error}"
                 return Plan(record, key)
+            compiled_backward.stats = self.stats
         graph, report, unfused = run_pipeline(forward_graph, cache=self._passes if backward is None else None)
         if compiled_backward is not None:
             graph, unfused = compiled_backward.share_saved_duplicates(graph, len(record.graph.results), unfused)
@@ -276,17 +265,6 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<staticgrad.compile of {self._name}: {len(self.plans)} plan(s), {self.stats}>"
-
-
-def _floating_point_errors_trapped() -> bool:
-    """``np.errstate``/``np.seterr`` asks floating-point errors to raise or call a function. Fused
-    kernels never signal them and a replay's side effects land in another order than eager's, so
-    such calls run eagerly: the error comes from the same op, with the same state, as without compile."""
-    state = error_state()
-    return not all(state[kind] in _QUIET_ERRORS for kind in ERROR_KINDS)
-
-
-_QUIET_ERRORS = frozenset(("ignore", "warn"))
 
 
 def _captured_roles(record) -> dict:

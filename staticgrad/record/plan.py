@@ -70,7 +70,7 @@ class Plan:
         self._fresh_grads, self._other_grads = [], []
         for owner, final in record.grad_slots:
             if (owner[0] == "captured" and final is not None and final[0] == "value"
-                    and _is_fresh_result(program, final[1])):
+                    and is_fresh_result(program, final[1])):
                 self._fresh_grads.append((owner[1], final[1]))
             else:
                 self._other_grads.append((owner, final))
@@ -272,7 +272,7 @@ _GRAD_REFS = 3
 _ARRAY_REFS = 3
 
 
-def _is_fresh_result(program, index: int) -> bool:
+def is_fresh_result(program, index: int) -> bool:
     """The result is a whole fresh buffer of its own (so it may be written into a recycled array):
     not a view, and not a slot an earlier result already returned (a later one gets a copy)."""
     slot = program.result_slots[index]

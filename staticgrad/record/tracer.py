@@ -17,6 +17,7 @@ import numpy as np
 
 from staticgrad._eager.tensor import Tensor, serial_mark
 from staticgrad._state import Tracing
+from staticgrad.compiler.ir import ScalarSlot
 from staticgrad.compiler.trace import Tape
 from staticgrad.errors import TraceError
 from staticgrad.ops.dtypes import default_float
@@ -63,6 +64,7 @@ class Tracer:
         self._start_serial = serial_mark()
         self.float_arguments_static = False
         self.gradient_sums: set = set()  # values the engine made adding gradients into one input
+        self.array_values: dict = {}   # id(array) -> value, for arrays a compiled node's backward reads
 
     # ---- binding tensors to values --------------------------------------------------------
 
@@ -280,6 +282,45 @@ class Tracer:
     def on_unpack(self, tensor: Tensor, value: int) -> None:
         """A saved output rebuilt as a tensor for a backward formula (create_graph)."""
         self._bind(tensor, value, value, full=True, created=True)
+
+    def on_compiled_backward(self, graph, inputs: list, captured: list, scalars: list, returned: list) -> None:
+        """A compiled model's node ran its backward program: record the program's recorded ops
+        (``graph``, as traced) as ops of this tape. ``inputs`` and ``captured`` say what each of the
+        graph's inputs and captured values was: ``("tensor", t)``, ``("array", a)`` (a saved array
+        this trace bound to a value, see ``array_values``) or ``("constant", a)``; ``scalars`` are the
+        call's replay-time scalars; ``returned`` pairs graph values with the tensors the node returned."""
+        if self.failure is not None:
+            return
+        values = {}
+        for vid, source in zip(graph.inputs, inputs):
+            values[vid] = self._source_value(source)
+        for vid, source in zip(graph.captured, captured):
+            values[vid] = self._source_value(source)
+        if self.failure is not None:
+            return
+        for vid, array in graph.constants.items():
+            values[vid] = self.tape.constant(array)
+        graph_values = graph.values
+        for op in graph.ops:
+            attrs = {k: scalars[v.index] if type(v) is ScalarSlot else v for k, v in op.attrs}
+            shapes = [(graph_values[v].shape, graph_values[v].dtype) for v in op.outputs]
+            out_ids = self.tape.op(op.op, [values[v] for v in op.inputs], attrs, shapes, "backward")
+            values.update(zip(op.outputs, out_ids))
+        for vid, t in returned:
+            self._bind(t, values[vid], values[vid], full=True, created=True)
+
+    def _source_value(self, source) -> int:
+        kind, obj = source
+        if kind == "tensor":
+            return self.read(obj)
+        if kind == "constant":
+            return self.tape.constant(obj)
+        vid = self.array_values.get(id(obj))
+        if vid is None:
+            self.fail("a compiled model's backward read an array this recording did not bind (a compiled "
+                      "model's backward inside a compiled function)")
+            return -1
+        return vid
 
     def on_data_read(self, t: Tensor, what: str) -> None:
         b = self._bindings.get(id(t))

@@ -1,0 +1,389 @@
+"""The backward of a whole graph that holds compiled nodes, recorded once per graph structure and
+replayed: ``loss.backward()`` where ``loss`` is an eager loss of a compiled model's outputs.
+
+Without it, such a backward walks the engine: the eager nodes run their formulas op by op, the
+``CompiledFunctionBackward`` node runs its program, and every gradient passes through the
+engine's bookkeeping. With it, each plain ``backward()`` first walks the graph once and makes a
+key of its structure: every node's op, attributes and edges, the shapes, strides and dtypes of
+what it saved (and which saved arrays are one array), the roots' gradients. The second time a key
+is seen, the engine runs while a tracer records its every op, the compiled nodes' recorded
+programs included (``Tracer.on_compiled_backward``); that recording is compiled like any other
+(passes, fusion, buffer plan). From then on, a backward with that key binds the saved arrays
+found by the walk, runs the one program, and accumulates its gradients into the leaves through
+the engine's own accumulation (``.grad`` stolen, cloned or added into exactly as eager's).
+
+A walk gives up, and the engine runs, where a replay could differ from it: hooks on nodes or
+leaves, ``retain_grad``, a node freed by an earlier backward or holding a saved tensor changed in
+place (the engine raises PyTorch's errors), DistributedDataParallel's averaging, attributes or
+saved values it cannot compare, or a trace that read anything but saved values.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+from staticgrad._eager import engine
+from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor
+from staticgrad._eager.node import walk as walk_nodes
+from staticgrad._eager.tensor import Tensor
+from staticgrad._state import Tracing
+from staticgrad.compiler.codegen import generate
+from staticgrad.compiler.passes import run_pipeline
+from staticgrad.compiler.planner import plan_program
+from staticgrad.errors import TraceError
+from staticgrad.ops.quiet import errors_trapped
+from staticgrad.record.plan import is_fresh_result
+from staticgrad.record.tracer import Tracer
+from staticgrad.runtime.replay import CompiledReplay
+
+# Keys one compiled node keeps (seen once, recorded, or refused); past this many, new keys run eagerly.
+MAX_KEYS = 32
+
+
+@dataclass
+class GraphBackwardPlan:
+    """A compiled backward of one graph structure: its program, and for each leaf the walk finds
+    (in walk order) where its gradient comes from: ``("result", k, fresh)`` (``fresh``: a buffer
+    of its own, so that it may become ``.grad`` as it is), ``("input", position)`` (a gradient the
+    caller gave, passed through) or None (no gradient reaches it)."""
+
+    replay: CompiledReplay
+    leaf_sources: list
+    guards: list
+    keep: list = field(default_factory=list)   # op records the key names by id, held while it is used
+
+
+@dataclass
+class _Refused:
+    reason: str
+
+
+class _Unwalkable(Exception):
+    """This backward must run through the engine (the message says why)."""
+
+
+@dataclass
+class GraphWalk:
+    """One walk of a graph: its key, the arrays a replay reads (in input order), what binds each
+    of them in a recording (tensors and saved tensors), the nodes, the leaves, the first compiled
+    node's backward (which keeps the plans) and the ops the key names by id."""
+
+    key: tuple
+    arrays: list
+    sources: list
+    nodes: list
+    leaves: list
+    compiled: object
+    ops: list
+
+
+def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
+    """Walk the graph behind ``tensors`` breadth first (a node's edges in order), numbering nodes as
+    they are found; raises _Unwalkable where the engine must run the backward."""
+    arrays, sources, positions = [], [], {}
+    key = []
+    order, index = [], {}
+    if grad_tensors is not None and len(grad_tensors) != len(tensors):
+        raise _Unwalkable("the gradients given do not match the tensors")
+    for i, t in enumerate(tensors):
+        if type(t) is not Tensor or t.grad_fn is None:
+            raise _Unwalkable("a root is not a tensor with a grad_fn")
+        data = t._data
+        g = grad_tensors[i] if grad_tensors is not None else None
+        if g is None:
+            if data.size != 1 or data.dtype.kind != "f":
+                raise _Unwalkable("an implicit gradient of a tensor that is not a float scalar")
+            key.append(("ones", data.shape, data.dtype))
+        else:
+            if type(g) is not Tensor or g._data.shape != data.shape:
+                raise _Unwalkable("a given gradient is not a tensor of the root's shape")
+            a = g._data
+            position = positions.get(id(a))
+            if position is None:
+                position = positions[id(a)] = len(arrays)
+                arrays.append(a)
+                sources.append([])
+            sources[position].append(g)
+            key.append(("given", position, a.shape, a.strides, a.dtype))
+        fn = t.grad_fn
+        j = index.get(fn)
+        if j is None:
+            j = index[fn] = len(order)
+            order.append(fn)
+        key.append((j, t._output_nr))
+    nodes, leaves, ops = [], [], []
+    compiled = None
+    for node in order:   # (the loop sees the nodes appended to ``order`` as it goes)
+        kind = type(node)
+        if kind is AccumulateGrad:
+            if node._pre_hooks or node._post_hooks or node.variable._hooks:
+                raise _Unwalkable("a leaf has hooks")
+            leaves.append(node.variable)
+            key.append(None)
+            continue
+        if kind is not Node:
+            raise _Unwalkable(f"a {node.name()} node (its saved buffers were freed by an earlier backward)")
+        if node._released:
+            raise _Unwalkable(f"{node.name()} was already released by an earlier backward")
+        if node._pre_hooks or node._post_hooks or node._retain_grad_refs:
+            raise _Unwalkable(f"{node.name()} has hooks or retains its gradient")
+        nodes.append(node)
+        edges = []
+        for nxt, nr in node.next_functions:
+            if nxt is None:
+                edges.append(None)
+                continue
+            j = index.get(nxt)
+            if j is None:
+                j = index[nxt] = len(order)
+                order.append(nxt)
+            edges.append((j, nr))
+        saved_key = []
+        saved = node._saved
+        if saved:
+            for name, value in saved.items():
+                if type(value) is not SavedTensor:
+                    saved_key.append((name, _value_key(value)))
+                    continue
+                if value.version_counter[0] != value.version:
+                    raise _Unwalkable(f"a tensor {node.name()} saved was changed in place")
+                tensor = value.tensor
+                a = value.array if tensor is None else tensor._data
+                position = positions.get(id(a))
+                if position is None:
+                    position = positions[id(a)] = len(arrays)
+                    arrays.append(a)
+                    sources.append([value])
+                else:
+                    sources[position].append(value)
+                saved_key.append((position, a.shape, a.strides, a.dtype))
+        op = node.op
+        attrs = node.attrs
+        if op.backward_reads_arrays:   # a compiled model's node: its op is its CompiledBackward's
+            if "reductions" in attrs:
+                raise _Unwalkable("a compiled model's backward averages its gradients (DistributedDataParallel)")
+            if compiled is None:
+                compiled = op.backward.__self__
+            scalars = attrs["scalars"]
+            attrs_key = tuple([_value_key(v) for v in scalars]) if scalars else ()
+        else:
+            attrs_key = tuple([(name, _value_key(v)) for name, v in attrs.items()]) if attrs else ()
+        ops.append(op)
+        key.append((id(op), attrs_key, node._input_meta, node._n_outputs, tuple(edges), tuple(saved_key)))
+    return GraphWalk(tuple(key), arrays, sources, nodes, leaves, compiled, ops)
+
+
+def _value_key(value):
+    """A saved value or attribute as part of a key: floats keep their sign of zero and their type
+    (0.0, -0.0, 1 and True are equal in Python, not to a replay), tuples and lists their items."""
+    kind = type(value)
+    if kind is float:
+        return (float, value, math.copysign(1.0, value))
+    if kind is int or kind is str or value is None:
+        return value
+    if kind is bool:
+        return (bool, value)
+    if kind is tuple or kind is list:
+        return (kind,) + tuple(_value_key(v) for v in value)
+    if isinstance(value, (Tensor,)) or not _hashable(value):
+        raise _Unwalkable(f"a node holds a {kind.__name__} a key cannot compare")
+    return (kind, value)
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+# ---- the engine's door ------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+
+
+def replay_backward(tensors: tuple, grad_tensors: tuple | None, retain_graph: bool) -> bool:
+    """Run ``backward(tensors, grad_tensors)`` from a recording of its graph's structure, recording
+    it the second time a structure is seen; False where the engine must run it instead."""
+    if engine._BACKWARD_END_CALLBACKS or errors_trapped():
+        return False
+    try:
+        found = walk(tensors, grad_tensors)
+    except _Unwalkable as reason:
+        _count_engine_run(tensors, str(reason))
+        return False
+    compiled = found.compiled
+    if compiled is None:
+        return False
+    plans, stats = compiled.graph_plans, compiled.stats
+    try:
+        entry = plans.get(found.key)
+    except TypeError:   # a value in an attribute or a saved slot that does not hash
+        entry = _Refused("a node holds a value a key cannot compare")
+    if type(entry) is GraphBackwardPlan:
+        if all(guard.holds() for guard in entry.guards):
+            _replay(entry, found, retain_graph)
+            stats.backward_replays += 1
+            return True
+        entry = _Refused("a guard of its recording failed (the default dtype changed)")
+    elif entry is None:
+        if len(plans) < MAX_KEYS:
+            plans[found.key] = 1
+            entry = _Refused("the first backward of this graph structure runs eagerly")
+        else:
+            entry = _Refused(f"{MAX_KEYS} graph structures were seen already")
+    elif entry == 1:
+        _record(found, tensors, grad_tensors, retain_graph)
+        return True
+    stats.backward_eager += 1
+    stats.backward_eager_reason = entry.reason
+    return False
+
+
+def _count_engine_run(tensors: tuple, reason: str) -> None:
+    """Count a backward the engine runs because a walk gave up, on the first compiled model in its
+    graph (a second walk, on this rare path only, finds it)."""
+    starts = [t.grad_fn for t in tensors if type(t) is Tensor and t.grad_fn is not None]
+    for node in walk_nodes(starts):
+        op = getattr(node, "op", None)
+        if op is not None and op.backward_reads_arrays:
+            stats = op.backward.__self__.stats
+            stats.backward_eager += 1
+            stats.backward_eager_reason = reason
+            return
+
+
+def _replay(plan: GraphBackwardPlan, found: GraphWalk, retain_graph: bool) -> None:
+    arrays = found.arrays
+    given = [arrays[source[1]] if source is not None and source[0] == "input" else None
+             for source in plan.leaf_sources]
+    if not retain_graph:   # as the engine frees each node's buffers before or after it runs
+        for node in found.nodes:
+            node.release()
+    results = plan.replay.run(arrays, [], [])   # takes the arrays over: each is dropped after its last use
+    make = Tensor._make
+    leaves = []
+    for variable, source, passed in zip(found.leaves, plan.leaf_sources, given):
+        if source is None:
+            continue
+        if passed is not None:
+            leaves.append((variable, make(passed, False, None), False))
+        else:
+            leaves.append((variable, make(results[source[1]], False, None), source[2]))
+    _accumulate(leaves)
+
+
+def _accumulate(leaves: list) -> None:
+    """The engine's accumulation into leaves, under the grad mode and phase the engine runs it in."""
+    previous_mode, previous_phase = GradMode.enabled, Tracing.phase
+    GradMode.enabled = False
+    Tracing.phase = "backward"
+    try:
+        engine.accumulate_into_leaves(leaves)
+    finally:
+        GradMode.enabled = previous_mode
+        Tracing.phase = previous_phase
+
+
+# ---- recording ---------------------------------------------------------------------------------------
+
+class GraphBackwardTracer(Tracer):
+    """A tracer whose inputs are the walk's arrays: each saved tensor (and given gradient) is bound
+    to the input of its array, a saved output through ``trace_value`` (rebound on unpack), and a
+    compiled node's saved arrays through ``array_values``. The graph it walks was built outside any
+    trace, which is the point: it does not refuse outside nodes."""
+
+    def __init__(self, found: GraphWalk):
+        super().__init__("eager", "a backward through a compiled model")
+        self._rebound = []
+        for position, (array, sources) in enumerate(zip(found.arrays, found.sources)):
+            vid = self.tape.input(array.shape, array.dtype)
+            self.array_values[id(array)] = vid
+            self.external[vid] = ("input", position)
+            self.storage_writes[vid] = 0
+            for source in sources:
+                t = source if type(source) is Tensor else source.tensor
+                if t is not None:
+                    self._bind(t, vid, vid, full=True)
+                    self.input_ids[id(t)] = position
+                else:   # (one saved during an earlier trace holds that trace's value: put back after)
+                    self._rebound.append((source, source.trace_value))
+                    source.trace_value = vid
+
+    def _mark_outside_graph(self, t: Tensor, what: str) -> None:
+        pass
+
+    def release_saved(self) -> None:
+        """Forget the values saved outputs were bound to (another trace must not see them)."""
+        for saved, value in self._rebound:
+            saved.trace_value = value
+        self._rebound = []
+
+
+def _record(found: GraphWalk, tensors: tuple, grad_tensors: tuple | None, retain_graph: bool) -> None:
+    """Run the backward through the engine while a tracer records it, accumulate its gradients, and
+    keep the compiled recording (or why there is none) under the walk's key."""
+    compiled = found.compiled
+    tracer = GraphBackwardTracer(found)
+    previous = Tracing.tracer
+    Tracing.tracer = tracer
+    try:
+        leaves = engine.leaf_gradients(tensors, grad_tensors, retain_graph)
+    finally:
+        Tracing.tracer = previous
+        tracer.release_saved()
+    try:
+        entry = _compile(tracer, found, leaves)
+    except TraceError as error:
+        entry = _Refused(str(error))
+    except Exception as error:   # the recording cannot be compiled: the engine keeps running this graph
+        entry = _Refused(f"its recording could not be compiled ({type(error).__name__}: {error})")
+        warnings.warn(f"staticgrad: a backward through a compiled model runs eagerly: {entry.reason}",
+                      RuntimeWarning, stacklevel=4)
+    with _lock:
+        compiled.graph_plans[found.key] = entry
+    stats = compiled.stats
+    stats.backward_recorded += 1
+    if type(entry) is _Refused:
+        stats.backward_eager_reason = entry.reason
+    _accumulate(leaves)
+
+
+def _compile(tracer: GraphBackwardTracer, found: GraphWalk, leaves: list):
+    """The recording's plan, or _Refused naming what a replay could not repeat."""
+    if tracer.failure is not None:
+        return _Refused(f"its recording failed: {tracer.failure}")
+    if tracer.captured:
+        return _Refused("its backward read a tensor no node saved")
+    if any(tracer.storage_writes.get(vid, 0) for vid in tracer.external):
+        return _Refused("its backward changed a saved tensor in place")
+    if tracer.grad_slots or tracer.scalar_getters:
+        return _Refused("its backward read a .grad or a replay-time number")
+    position_of = {id(v): i for i, v in enumerate(found.leaves)}
+    leaf_sources = [None] * len(found.leaves)
+    results = []
+    for variable, g, _owned in leaves:
+        i = position_of.get(id(variable))
+        if i is None or leaf_sources[i] is not None:
+            return _Refused("a leaf the walk did not find, or found twice, received a gradient")
+        if id(g) in tracer.input_ids:
+            leaf_sources[i] = ("input", tracer.input_ids[id(g)])
+            continue
+        vid = tracer.read(g)
+        leaf_sources[i] = ("result", len(results))
+        results.append(vid)
+    if tracer.captured or tracer.failure is not None:
+        return _Refused("its backward read a tensor no node saved")
+    graph = tracer.tape.finish(results, [])
+    graph, _, _ = run_pipeline(graph)
+    program = plan_program(graph)
+    program.consumes_inputs = True
+    replay = CompiledReplay(program, generate(program))
+    leaf_sources = [source if source is None or source[0] == "input"
+                    else ("result", source[1], is_fresh_result(program, source[1])) for source in leaf_sources]
+    return GraphBackwardPlan(replay, leaf_sources, list(tracer.guards), list(found.ops))

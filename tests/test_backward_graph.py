@@ -1,0 +1,251 @@
+"""A backward through a graph holding a compiled model's node (an eager loss of its outputs) is
+recorded whole the second time its structure is seen and replayed after: every case against an
+eager twin, bit for bit, with the compile stats showing which path ran."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+from tests.test_compiled_model import _family_twins, _same_grads, _same_parameters
+
+F = sg.nn.functional
+FAMILIES = ["mlp", "cnn", "lstm", "transformer"]
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_replays_the_loops_backward_as_eager(name):
+    """zero_grad, forward, eager loss, backward, step: from the third step on, backward replays
+    one recorded program; parameters equal the eager twin's after every step."""
+    eager, model, data, loss_fn = _family_twins(name)
+    opts = [sg.optim.Adam(net.parameters(), lr=0.01) for net in (eager, model)]
+    for k, (x, y) in enumerate((data * 6)[:6]):
+        losses = []
+        for net, opt in zip((eager, model), opts):
+            sg.manual_seed(100 + k)   # the same dropout masks
+            opt.zero_grad()
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach().numpy())
+        assert np.array_equal(*losses), f"loss differs at step {k}"
+        assert _same_parameters(eager, model), f"parameters differ at step {k}"
+    stats = model.stats
+    # the first call traces (an eager graph), the second sees the structure, the third records it
+    assert (stats.backward_eager, stats.backward_recorded, stats.backward_replays) == (1, 1, 3), stats
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_replays_outstanding_forwards_and_accumulation_as_eager(name):
+    """Four forwards outstanding and one backward of the summed loss, four (forward, backward)
+    pairs accumulating into .grad, each pattern four times: the same gradients as eager's."""
+    eager, model, data, loss_fn = _family_twins(name)
+    data = (data * 4)[:4]
+
+    def losses(net):
+        out = []
+        for k, (x, y) in enumerate(data):
+            sg.manual_seed(100 + k)
+            out.append(loss_fn(net(x), y))
+        return out
+
+    for round_ in range(4):
+        for net in (eager, model):
+            net.zero_grad()
+            sum(losses(net)).backward()
+        assert _same_grads(eager, model), f"summed loss, round {round_}"
+        for net in (eager, model):
+            for loss in losses(net):
+                loss.backward()
+        assert _same_grads(eager, model), f"accumulated pairs, round {round_}"
+    assert model.stats.backward_replays >= 2 + 4 * 2, model.stats
+
+
+def test_retain_graph_then_the_second_backward_error_as_eager():
+    _eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for _ in range(3):
+        loss_fn(model(x), y).backward()
+    loss = loss_fn(model(x), y)
+    replays = model.stats.backward_replays
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert model.stats.backward_replays == replays + 3
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        loss.backward()
+    freed = sg.inspect.graph(loss)
+    assert freed.held_bytes == 0
+
+
+def test_a_saved_tensor_changed_in_place_raises_as_eager_after_replays():
+    eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for net in (eager, model):
+        for _ in range(3):
+            loss_fn(net(x), y).backward()
+    messages = []
+    for net in (eager, model):
+        loss = loss_fn(net(x), y)
+        with sg.no_grad():
+            net[2].weight.mul_(2.0)
+        with pytest.raises(RuntimeError) as info:
+            loss.backward()
+        messages.append(str(info.value).split(";")[0])
+    assert messages[0] == messages[1] and "modified by an inplace operation" in messages[0]
+
+
+def test_an_output_changed_in_place_before_backward_raises_as_eager_after_replays():
+    eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    messages = []
+    for net in (eager, model):
+        for _ in range(3):
+            loss_fn(net(x), y).backward()
+        out = net(x)
+        loss = (out * out).sum()
+        for _ in range(3):
+            (net(x) * net(x)).sum().backward()
+        with sg.no_grad():
+            out.add_(1.0)
+        with pytest.raises(RuntimeError) as info:
+            loss.backward()
+        messages.append(str(info.value).split(";")[0])
+    assert messages[0] == messages[1] and "modified by an inplace operation" in messages[0]
+
+
+def test_hooks_and_retain_grad_run_through_the_engine():
+    eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for net in (eager, model):
+        for _ in range(4):   # a trace, a first sight of the structure, its recording, a replay
+            loss_fn(net(x), y).backward()
+    assert model.stats.backward_replays == 1
+    seen = []
+    handle = model[0].weight.register_hook(lambda g: seen.append(g.shape))
+    loss_fn(model(x), y).backward()
+    assert [tuple(shape) for shape in seen] == [(8, 4)] and model.stats.backward_eager == 2
+    assert "hooks" in model.stats.backward_eager_reason
+    handle.remove()
+    out = model(x)
+    out.retain_grad()
+    loss_fn(out, y).backward()
+    assert out.grad is not None and out.grad.shape == (5, 3)
+    replays = model.stats.backward_replays
+    loss_fn(model(x), y).backward()
+    assert model.stats.backward_replays == replays + 1
+    eager.zero_grad()
+    model.zero_grad()
+    for net in (eager, model):
+        loss_fn(net(x), y).backward()
+    assert _same_grads(eager, model)
+
+
+@pytest.mark.bitexact
+def test_given_gradients_a_passed_through_gradient_and_existing_grads_as_eager():
+    """out.backward(g) on a non-scalar output, a leaf the given gradient reaches unchanged (its
+    .grad is a copy, not g), and .grad accumulating over steps: each as eager, replayed."""
+    eager, model, data, _ = _family_twins("mlp")
+    shifts = [sg.zeros(5, 3, requires_grad=True) for _ in range(2)]
+    for k in range(5):
+        x = data[k % len(data)][0]
+        g = sg.tensor(np.random.default_rng(k).standard_normal((5, 3)).astype(np.float32))
+        for net, shift in zip((eager, model), shifts):
+            (net(x) + shift).backward(g)
+        assert _same_grads(eager, model), f"call {k}"
+        assert np.array_equal(shifts[0].grad.numpy(), shifts[1].grad.numpy())
+    assert model.stats.backward_replays == 2   # calls 3 and 4 (a trace, a first sight, a recording)
+    for net, shift in zip((eager, model), shifts):
+        shift.grad = None
+        g = sg.ones(5, 3)
+        (net(x) + shift).backward(g)
+        g.add_(1.0)
+        assert shift.grad is not g and np.array_equal(shift.grad.numpy(), np.ones((5, 3), np.float32))
+
+
+@pytest.mark.bitexact
+def test_eager_layers_before_and_after_the_compiled_model_replay_as_eager():
+    """An eager Linear before the compiled model (its input's gradient flows on into eager
+    parameters) and an eager head after it, in one recorded backward."""
+    eager, model, data, _loss_fn = _family_twins("mlp")
+    sg.manual_seed(3)
+    pre_e, head_e = sg.nn.Linear(4, 4), sg.nn.Linear(3, 2)
+    pre_c, head_c = sg.nn.Linear(4, 4), sg.nn.Linear(3, 2)
+    pre_c.load_state_dict(pre_e.state_dict())
+    head_c.load_state_dict(head_e.state_dict())
+    for k in range(5):
+        x, y = data[k % len(data)]
+        for net, pre, head in ((eager, pre_e, head_e), (model, pre_c, head_c)):
+            for m in (net, pre, head):
+                m.zero_grad()
+            F.mse_loss(head(net(pre(x))), y[:, :2]).backward()
+        assert _same_grads(eager, model) and _same_grads(pre_e, pre_c) and _same_grads(head_e, head_c)
+    assert model.stats.backward_replays == 2
+
+
+def test_each_loss_structure_gets_its_own_recording():
+    eager, model, data, _ = _family_twins("mlp")
+    for k in range(8):
+        x, y = data[k % len(data)]
+        loss_fn = F.mse_loss if k % 2 else F.l1_loss
+        for net in (eager, model):
+            net.zero_grad()
+            loss_fn(net(x), y).backward()
+        assert _same_grads(eager, model)
+    # k=0 traces; k=1, 2 see each structure first; k=3, 4 record them; k=5, 6, 7 replay
+    assert model.stats.backward_recorded == 2 and model.stats.backward_replays == 3
+
+
+def test_a_new_default_dtype_runs_the_engine():
+    _eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for _ in range(4):
+        loss_fn(model(x), y).backward()
+    assert model.stats.backward_replays == 1
+    previous = sg.get_default_dtype()
+    loss = loss_fn(model(x), y)
+    sg.set_default_dtype(sg.float64)   # between the forward and its backward
+    try:
+        loss.backward()
+    finally:
+        sg.set_default_dtype(previous)
+    assert model.stats.backward_replays == 1 and "default dtype" in model.stats.backward_eager_reason
+
+
+def test_replays_from_several_threads_at_once_equal_eager():
+    """Threads run (forward, backward) pairs through one compiled model at once, each scaling its
+    input by a leaf of its own: every replayed backward gives each thread's leaf the gradient an
+    eager twin gives it (the model's own .grad, which all threads add into, is not compared)."""
+    eager, model, data, loss_fn = _family_twins("mlp")
+    for x, y in data[:3]:
+        loss_fn(model(x * sg.tensor(1.0)), y).backward()
+    scales = [sg.tensor(1.0 + k / 8, requires_grad=True) for k in range(4)]
+    results, errors = {k: [] for k in range(4)}, []
+
+    def work(k):
+        try:
+            x, y = data[k % len(data)]
+            for _ in range(25):
+                scales[k].grad = None
+                loss_fn(model(x * scales[k]), y).backward()
+                results[k].append(scales[k].grad.numpy().copy())
+        except Exception as error:   # surfaced by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k in range(4):
+        x, y = data[k % len(data)]
+        scale = sg.tensor(1.0 + k / 8, requires_grad=True)
+        loss_fn(eager(x * scale), y).backward()
+        assert all(np.array_equal(g, scale.grad.numpy()) for g in results[k]), f"thread {k}"
+    assert model.stats.backward_replays >= 90

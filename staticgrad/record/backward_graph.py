@@ -262,9 +262,11 @@ def _replay(plan: GraphBackwardPlan, found: GraphWalk, retain_graph: bool) -> No
     arrays = found.arrays
     given = [arrays[source[1]] if source is not None and source[0] == "input" else None
              for source in plan.leaf_sources]
+    found.sources = None   # (saved tensors holding the arrays: only a recording binds them)
     if not retain_graph:   # as the engine frees each node's buffers before or after it runs
         for node in found.nodes:
             node.release()
+    found.nodes = None
     results = plan.replay.run(arrays, [], [])   # takes the arrays over: each is dropped after its last use
     make = Tensor._make
     leaves = []

@@ -448,6 +448,7 @@ class CompiledBackward:
         self._freeable = tuple(names)
         self._captured_wrt = [ref for kind, ref in trace.wrt if kind == "captured"]
         self._captured_edges = None
+        self._all_captured_edges = None   # (edges, meta) when every edge goes to a captured leaf
         self._sum_edges = [k for k, g in enumerate(trace.grads) if g is not None]
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names), backward_reads_arrays=True,
@@ -580,6 +581,9 @@ class CompiledBackward:
             cached = None
             self._captured_edges = {id(t): ((grad_accumulator(t), 0), (t._data.shape, t._data.dtype))
                                     for t in self._captured_wrt if t.grad_fn is None}
+            self._all_captured_edges = None
+        elif self._all_captured_edges is not None:   # every edge goes to a captured leaf: the same each call
+            return self._all_captured_edges
         edges, meta = [], []
         captured = self._captured_edges
         for kind, ref in self.trace.wrt:
@@ -591,7 +595,10 @@ class CompiledBackward:
             t = flat[ref] if kind == "input" else ref
             edges.append((grad_accumulator(t), 0) if t.grad_fn is None else (t.grad_fn, t._output_nr))
             meta.append((t._data.shape, t._data.dtype))
-        return tuple(edges), tuple(meta)
+        found = tuple(edges), tuple(meta)
+        if cached is not None and self._captured_wrt and len(self._captured_wrt) == len(self.trace.wrt):
+            self._all_captured_edges = found
+        return found
 
     def _saved_array(self, array, owner, leaves: list, flat: list) -> SavedTensor:
         """A saved forward result that is an output, or a view of an output, argument or captured

@@ -46,13 +46,14 @@ MAX_KEYS = 32
 
 @dataclass
 class GraphBackwardPlan:
-    """A compiled backward of one graph structure: its program, and for each leaf the walk finds
-    (in walk order) where its gradient comes from: ``("result", k, fresh)`` (``fresh``: a buffer
-    of its own, so that it may become ``.grad`` as it is), ``("input", position)`` (a gradient the
-    caller gave, passed through) or None (no gradient reaches it)."""
+    """A compiled backward of one graph structure: its program, and where each leaf's gradient
+    comes from (leaves numbered in walk order; a leaf no gradient reaches is in neither list):
+    ``from_results`` (leaf, result index, fresh: a buffer of its own, which may become ``.grad`` as
+    it is) and ``from_inputs`` (leaf, input position: a gradient the caller gave, passed through)."""
 
     replay: CompiledReplay
-    leaf_sources: list
+    from_results: list
+    from_inputs: list
     guards: list
     keep: list = field(default_factory=list)   # op records the key names by id, held while it is used
 
@@ -144,6 +145,10 @@ def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
             edges.append((j, nr))
         saved_key = []
         saved = node._saved
+        op = node.op
+        # a compiled node's saved forward results (arrays no tensor holds) have the layouts its plan
+        # gives them (its guards hold its arguments' and captured tensors' layouts): the op says them
+        planned = op.backward_reads_arrays
         if saved:
             for name, value in saved.items():
                 if type(value) is not SavedTensor:
@@ -160,10 +165,9 @@ def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
                     sources.append([value])
                 else:
                     sources[position].append(value)
-                saved_key.append((position, a.shape, a.strides, a.dtype))
-        op = node.op
+                saved_key.append(position if planned and tensor is None else (position, a.shape, a.strides, a.dtype))
         attrs = node.attrs
-        if op.backward_reads_arrays:   # a compiled model's node: its op is its CompiledBackward's
+        if planned:   # a compiled model's node: its op is its CompiledBackward's
             if "reductions" in attrs:
                 raise _Unwalkable("a compiled model's backward averages its gradients (DistributedDataParallel)")
             if compiled is None:
@@ -260,8 +264,7 @@ def _count_engine_run(tensors: tuple, reason: str) -> None:
 
 def _replay(plan: GraphBackwardPlan, found: GraphWalk, retain_graph: bool) -> None:
     arrays = found.arrays
-    given = [arrays[source[1]] if source is not None and source[0] == "input" else None
-             for source in plan.leaf_sources]
+    passed = [arrays[position] for _, position in plan.from_inputs]   # (before the program takes the arrays)
     found.sources = None   # (saved tensors holding the arrays: only a recording binds them)
     if not retain_graph:   # as the engine frees each node's buffers before or after it runs
         for node in found.nodes:
@@ -269,14 +272,10 @@ def _replay(plan: GraphBackwardPlan, found: GraphWalk, retain_graph: bool) -> No
     found.nodes = None
     results = plan.replay.run(arrays, [], [])   # takes the arrays over: each is dropped after its last use
     make = Tensor._make
-    leaves = []
-    for variable, source, passed in zip(found.leaves, plan.leaf_sources, given):
-        if source is None:
-            continue
-        if passed is not None:
-            leaves.append((variable, make(passed, False, None), False))
-        else:
-            leaves.append((variable, make(results[source[1]], False, None), source[2]))
+    variables = found.leaves
+    leaves = [(variables[leaf], make(results[index], False, None), fresh) for leaf, index, fresh in plan.from_results]
+    for (leaf, _), array in zip(plan.from_inputs, passed):
+        leaves.append((variables[leaf], make(array, False, None), False))
     _accumulate(leaves)
 
 
@@ -386,6 +385,8 @@ def _compile(tracer: GraphBackwardTracer, found: GraphWalk, leaves: list):
     program = plan_program(graph)
     program.consumes_inputs = True
     replay = CompiledReplay(program, generate(program))
-    leaf_sources = [source if source is None or source[0] == "input"
-                    else ("result", source[1], is_fresh_result(program, source[1])) for source in leaf_sources]
-    return GraphBackwardPlan(replay, leaf_sources, list(tracer.guards), list(found.ops))
+    from_results = [(leaf, source[1], is_fresh_result(program, source[1]))
+                    for leaf, source in enumerate(leaf_sources) if source is not None and source[0] == "result"]
+    from_inputs = [(leaf, source[1]) for leaf, source in enumerate(leaf_sources)
+                   if source is not None and source[0] == "input"]
+    return GraphBackwardPlan(replay, from_results, from_inputs, list(tracer.guards), list(found.ops))

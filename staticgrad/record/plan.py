@@ -59,7 +59,10 @@ class Plan:
         self._captured = record.captured
         self._captured_tensors = [src[1] for src in record.captured if src[0] == "tensor"]
         self._all_plain_captures = len(self._captured_tensors) == len(record.captured)
-        self._captured_meta = [(t, t._data.shape, t._data.dtype, t._requires_grad) for t in self._captured_tensors]
+        # (a captured tensor's strides too: they fix the layout of views the program makes of it,
+        # which a compiled model's node saves; its backward recordings key them by its plan)
+        self._captured_meta = [(t, t._data.shape, t._data.strides, t._data.dtype, t._requires_grad)
+                               for t in self._captured_tensors]
         self._scalar_getters = record.scalar_getters
         # Replay's bookkeeping, precomputed: version bumps of captured tensors and of arguments.
         self._bumps = [(target._version_counter, count) for target, count in record.version_bumps
@@ -115,18 +118,21 @@ class Plan:
         for index, expected in self.record.input_guards:
             if grad_state(flat[index]) != expected:
                 return f"the .grad of argument {index}"
-        for t, shape, dtype, requires_grad in self._captured_meta:
-            if t._data.shape != shape or t._data.dtype != dtype or t._requires_grad != requires_grad:
-                return f"a captured {dtype} tensor of shape {list(shape)} (its shape, dtype or requires_grad)"
+        for t, shape, strides, dtype, requires_grad in self._captured_meta:
+            data = t._data
+            if (data.shape != shape or data.strides != strides or data.dtype != dtype
+                    or t._requires_grad != requires_grad):
+                return f"a captured {dtype} tensor of shape {list(shape)} (its shape, layout, dtype or requires_grad)"
         for guard in self.record.state_guards:
             if not guard.holds():
                 return guard.label
         return None
 
     def _state_guards_hold(self) -> bool:
-        for t, shape, dtype, requires_grad in self._captured_meta:
+        for t, shape, strides, dtype, requires_grad in self._captured_meta:
             data = t._data
-            if data.shape != shape or data.dtype != dtype or t._requires_grad != requires_grad:
+            if (data.shape != shape or data.strides != strides or data.dtype != dtype
+                    or t._requires_grad != requires_grad):
                 return False
         return all(guard.holds() for guard in self.record.state_guards)
 

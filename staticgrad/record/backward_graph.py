@@ -82,10 +82,13 @@ class GraphWalk:
     ops: list
 
 
-def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
+def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) -> GraphWalk:
     """Walk the graph behind ``tensors`` breadth first (a node's edges in order), numbering nodes as
-    they are found; raises _Unwalkable where the engine must run the backward."""
-    arrays, sources, positions = [], [], {}
+    they are found; raises _Unwalkable where the engine must run the backward. Only a walk for a
+    recording notes what binds each array and the ops the key names (a replay needs neither)."""
+    arrays, positions = [], {}
+    sources = [] if recording else None
+    ops = [] if recording else None
     key = []
     order, index = [], {}
     if grad_tensors is not None and len(grad_tensors) != len(tensors):
@@ -107,8 +110,10 @@ def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
             if position is None:
                 position = positions[id(a)] = len(arrays)
                 arrays.append(a)
-                sources.append([])
-            sources[position].append(g)
+                if recording:
+                    sources.append([])
+            if recording:
+                sources[position].append(g)
             key.append(("given", position, a.shape, a.strides, a.dtype))
         fn = t.grad_fn
         j = index.get(fn)
@@ -116,7 +121,7 @@ def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
             j = index[fn] = len(order)
             order.append(fn)
         key.append((j, t._output_nr))
-    nodes, leaves, ops = [], [], []
+    nodes, leaves = [], []
     compiled = None
     for node in order:   # (the loop sees the nodes appended to ``order`` as it goes)
         kind = type(node)
@@ -162,8 +167,9 @@ def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
                 if position is None:
                     position = positions[id(a)] = len(arrays)
                     arrays.append(a)
-                    sources.append([value])
-                else:
+                    if recording:
+                        sources.append([value])
+                elif recording:
                     sources[position].append(value)
                 saved_key.append(position if planned and tensor is None else (position, a.shape, a.strides, a.dtype))
         attrs = node.attrs
@@ -176,7 +182,8 @@ def walk(tensors: tuple, grad_tensors: tuple | None) -> GraphWalk:
             attrs_key = tuple([_value_key(v) for v in scalars]) if scalars else ()
         else:
             attrs_key = tuple([(name, _value_key(v)) for name, v in attrs.items()]) if attrs else ()
-        ops.append(op)
+        if recording:
+            ops.append(op)
         key.append((id(op), attrs_key, node._input_meta, node._n_outputs, tuple(edges), tuple(saved_key)))
     return GraphWalk(tuple(key), arrays, sources, nodes, leaves, compiled, ops)
 
@@ -242,7 +249,7 @@ def replay_backward(tensors: tuple, grad_tensors: tuple | None, retain_graph: bo
         else:
             entry = _Refused(f"{MAX_KEYS} graph structures were seen already")
     elif entry == 1:
-        _record(found, tensors, grad_tensors, retain_graph)
+        _record(walk(tensors, grad_tensors, recording=True), tensors, grad_tensors, retain_graph)
         return True
     stats.backward_eager += 1
     stats.backward_eager_reason = entry.reason

@@ -249,3 +249,27 @@ def test_replays_from_several_threads_at_once_equal_eager():
         loss_fn(eager(x * scale), y).backward()
         assert all(np.array_equal(g, scale.grad.numpy()) for g in results[k]), f"thread {k}"
     assert model.stats.backward_replays >= 90
+
+
+def test_a_backward_with_no_compiled_node_alive_goes_straight_to_the_engine(monkeypatch):
+    """Once no compiled model's node is alive (its graph dropped), an eager backward is not walked;
+    while one is alive, a graph without it is walked and runs through the engine."""
+    import gc
+
+    from staticgrad.record import backward_graph
+
+    eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for _ in range(4):
+        loss_fn(model(x), y).backward()
+    walks = []
+    real_walk = backward_graph.walk
+    monkeypatch.setattr(backward_graph, "walk", lambda *a, **k: walks.append(1) or real_walk(*a, **k))
+    gc.collect()
+    loss_fn(eager(x), y).backward()
+    assert walks == []
+    kept = model(x)
+    loss_fn(eager(x), y).backward()
+    assert walks == [1]
+    loss_fn(kept, y).backward()
+    assert model.stats.backward_replays == 2

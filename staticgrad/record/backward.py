@@ -35,7 +35,7 @@ from staticgrad.compiler.planner import plan_program
 from staticgrad.inspect import autograd_graph
 from staticgrad.ops import OPS
 from staticgrad.ops.registry import OpDef, Save
-from staticgrad.record.backward_graph import replay_backward
+from staticgrad.record.backward_graph import live_nodes, replay_backward
 from staticgrad.record.stats import CompileStats
 from staticgrad.record.trees import flatten_outputs
 from staticgrad.runtime.replay import CompiledReplay
@@ -553,6 +553,7 @@ class CompiledBackward:
             attrs["call"] = (call, flat, [t._version_counter[0] for t in flat],
                              [t._version_counter[0] for t in self.rebuild.captured])
         node = Node(self.opdef, attrs, edges, meta, len(self.trace.outputs))
+        live_nodes.add(node)
         saved = {}
         plain = SavedTensor.of_array
         for name, index, owner in self._saved_plan:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from staticgrad._eager import engine
@@ -217,11 +218,15 @@ def _hashable(value) -> bool:
 
 _lock = threading.Lock()
 
+# The compiled nodes alive now (attach adds each; it leaves when its graph is dropped): while there
+# are none, no graph can hold one, and a backward goes straight to the engine without a walk.
+live_nodes = weakref.WeakSet()
+
 
 def replay_backward(tensors: tuple, grad_tensors: tuple | None, retain_graph: bool) -> bool:
     """Run ``backward(tensors, grad_tensors)`` from a recording of its graph's structure, recording
     it the second time a structure is seen; False where the engine must run it instead."""
-    if engine._BACKWARD_END_CALLBACKS or errors_trapped():
+    if not live_nodes or engine._BACKWARD_END_CALLBACKS or errors_trapped():
         return False
     try:
         found = walk(tensors, grad_tensors)

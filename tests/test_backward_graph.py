@@ -273,3 +273,20 @@ def test_a_backward_with_no_compiled_node_alive_goes_straight_to_the_engine(monk
     assert walks == [1]
     loss_fn(kept, y).backward()
     assert model.stats.backward_replays == 2
+
+
+@pytest.mark.parametrize("zero", [0.0, np.float32(0.0)])
+def test_an_attribute_of_negative_zero_is_another_structure(zero):
+    """w * 0.0 and w * -0.0 give gradients of other signs: a key tells them apart (they are equal,
+    with equal hashes, as Python numbers); the gradients' bytes, signs of zero included, are eager's."""
+    eager, model, data, _ = _family_twins("mlp")
+    weights = [sg.ones(3, requires_grad=True) for _ in range(2)]
+    x, _ = data[0]
+    for factor in [zero] * 4 + [-zero, zero, -zero]:
+        grads = []
+        for net, w in zip((eager, model), weights):
+            w.grad = None
+            (net(x).sum() + (w * factor).sum()).backward()
+            grads.append(w.grad.numpy().tobytes())
+        assert grads[0] == grads[1], f"factor {factor!r}"
+    assert model.stats.backward_replays >= 2

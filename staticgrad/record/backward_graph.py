@@ -26,6 +26,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor
@@ -201,7 +203,9 @@ def _value_key(value):
         return (bool, value)
     if kind is tuple or kind is list:
         return (kind,) + tuple(_value_key(v) for v in value)
-    if isinstance(value, (Tensor,)) or not _hashable(value):
+    if isinstance(value, np.floating):   # a NumPy float: -0.0 == 0.0 there too
+        return (kind, float(value), math.copysign(1.0, value))
+    if isinstance(value, Tensor) or not _hashable(value):
         raise _Unwalkable(f"a node holds a {kind.__name__} a key cannot compare")
     return (kind, value)
 

@@ -290,3 +290,13 @@ def test_an_attribute_of_negative_zero_is_another_structure(zero):
             grads.append(w.grad.numpy().tobytes())
         assert grads[0] == grads[1], f"factor {factor!r}"
     assert model.stats.backward_replays >= 2
+
+
+def test_describe_shows_the_recorded_loss_backward():
+    _eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for _ in range(5):
+        loss_fn(model(x), y).backward()
+    text = model.plan.describe()
+    assert "loss backward through it, recorded whole: 1 graph structure(s)" in text
+    assert "2 replayed, 1 through the engine" in text

@@ -149,10 +149,19 @@ def backward_summary(plan) -> str:
     held = len(b.layout.arg_inputs) + len(b.captured_tensors)
     eager = b.trace.eager_saved_bytes
     against = f" ({saved / eager:.2f}x the {_size(eager)} eager's graph keeps)" if eager else ""
-    return (f"backward: {len(b.graph.ops)} ops, arena {_size(b.program.arena_bytes)}; saved per call: "
+    text = (f"backward: {len(b.graph.ops)} ops, arena {_size(b.program.arena_bytes)}; saved per call: "
             f"{_size(saved)} in arrays of its own{against}, plus {held} argument/captured tensor(s) and views "
             f"of them held by reference; partition {b.partition!r}, {len(b.recomputed)} forward op(s) run again "
             "in the backward instead of saved")
+    recorded = [entry for entry in b.graph_plans.values() if hasattr(entry, "replay")]
+    if recorded:
+        programs = ", ".join(f"{len(entry.replay.program.steps)} steps, arena "
+                             f"{_size(entry.replay.program.arena_bytes)}" for entry in recorded)
+        stats = b.stats
+        text += (f"\nloss backward through it, recorded whole: {len(recorded)} graph structure(s) ({programs}); "
+                 f"{stats.backward_replays} replayed, {stats.backward_eager} through the engine"
+                 + (f" (latest: {stats.backward_eager_reason})" if stats.backward_eager_reason else ""))
+    return text
 
 
 def render(plan, path: str) -> None:

@@ -43,7 +43,8 @@ from staticgrad.record.plan import is_fresh_result
 from staticgrad.record.tracer import Tracer
 from staticgrad.runtime.replay import CompiledReplay
 
-# Keys one compiled node keeps (seen once, recorded, or refused); past this many, new keys run eagerly.
+# Graph structures a compiled model's plan keeps (seen once, recorded, or refused); past this many,
+# backwards of new structures run through the engine.
 MAX_KEYS = 32
 
 

@@ -300,3 +300,38 @@ def test_describe_shows_the_recorded_loss_backward():
     text = model.plan.describe()
     assert "loss backward through it, recorded whole: 1 graph structure(s)" in text
     assert "2 replayed, 1 through the engine" in text
+
+
+def test_unused_outputs_and_a_gradient_penalty_graph_replay_as_eager():
+    """Several outputs, one unused in the loss (its incoming gradient is zeros), and the backward of
+    loss + a gradient penalty made with create_graph=True through the node (its graph rebuilt
+    eagerly): both recorded and replayed, as eager."""
+    sg.manual_seed(0)
+    w_e = sg.randn(4, 3, requires_grad=True)
+    w_c = sg.tensor(w_e.detach().numpy().copy(), requires_grad=True)
+
+    def two(w):
+        return lambda x: ((x @ w).tanh(), (x @ w).sum(dim=1))
+
+    eager, compiled = two(w_e), sg.compile(two(w_c))
+    x = sg.tensor(np.random.default_rng(4).standard_normal((5, 4)).astype(np.float32))
+    for _ in range(6):
+        for f, w in ((eager, w_e), (compiled, w_c)):
+            w.grad = None
+            a, _unused = f(x)
+            (a * a).sum().backward()
+        assert np.array_equal(w_e.grad.numpy(), w_c.grad.numpy())
+    replays = compiled.stats.backward_replays
+    assert replays >= 3
+    for _ in range(6):
+        penalties = []
+        for f, w in ((eager, w_e), (compiled, w_c)):
+            w.grad = None
+            loss = (f(x)[0] ** 2).sum()
+            (g,) = sg.autograd.grad(loss, [w], create_graph=True)
+            penalty = (g * g).sum()
+            (loss + penalty).backward()
+            penalties.append(penalty.detach().numpy())
+        assert np.array_equal(*penalties)
+        np.testing.assert_allclose(w_c.grad.numpy(), w_e.grad.numpy(), rtol=1e-5, atol=1e-7)
+    assert compiled.stats.backward_replays >= replays + 3

@@ -335,3 +335,23 @@ def test_unused_outputs_and_a_gradient_penalty_graph_replay_as_eager():
         assert np.array_equal(*penalties)
         np.testing.assert_allclose(w_c.grad.numpy(), w_e.grad.numpy(), rtol=1e-5, atol=1e-7)
     assert compiled.stats.backward_replays >= replays + 3
+
+
+def test_trapped_floating_point_errors_run_the_engine():
+    """Under np.errstate(..., "raise") a backward runs through the engine, whose ops raise where
+    eager's would (a replay never signals floating-point errors); outside it, replays resume."""
+    _eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for _ in range(4):
+        loss_fn(model(x), y).backward()
+    replays = model.stats.backward_replays
+    w = sg.zeros(5, 3, requires_grad=True)
+    for _ in range(3):   # this structure is recorded (sqrt's backward divides by 2 * sqrt(0) = 0)
+        (model(x) * 0 + w).sqrt().sum().backward()
+    replays = model.stats.backward_replays
+    loss = (model(x) * 0 + w).sqrt().sum()
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        loss.backward()
+    assert model.stats.backward_replays == replays
+    loss_fn(model(x), y).backward()
+    assert model.stats.backward_replays == replays + 1

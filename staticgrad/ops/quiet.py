@@ -70,9 +70,26 @@ else:  # another NumPy layout
 _QUIET_ERRORS = frozenset(("ignore", "warn"))
 
 
-def errors_trapped() -> bool:
-    """A user asked floating-point errors to raise or call a function (``np.errstate``/``np.seterr``):
-    compiled code never signals them, so such calls run eagerly, where the error comes from the
-    same op, with the same state, as without compile."""
-    state = error_state()
+def _trapped_in(state: dict) -> bool:
     return not all(state[kind] in _QUIET_ERRORS for kind in ERROR_KINDS)
+
+
+if _extobj_contextvar is not None:
+    _checked = [_DEFAULT, False]   # the error state last asked about, and the answer (states are immutable)
+
+    def errors_trapped() -> bool:
+        """A user asked floating-point errors to raise or call a function (``np.errstate``/``np.seterr``):
+        compiled code never signals them, so such calls run eagerly, where the error comes from the
+        same op, with the same state, as without compile."""
+        current = _get()
+        state, answer = _checked
+        if current is not state:
+            answer = _trapped_in(error_state())
+            _checked[:] = current, answer
+        return answer
+
+else:  # another NumPy layout
+
+    def errors_trapped() -> bool:
+        """As above, asking NumPy's error state every time."""
+        return _trapped_in(error_state())

@@ -33,7 +33,7 @@ from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor
 from staticgrad._eager.node import walk as walk_nodes
 from staticgrad._eager.tensor import Tensor
-from staticgrad._state import Tracing
+from staticgrad._state import Tracing, bump_grad_epoch
 from staticgrad.compiler.codegen import generate
 from staticgrad.compiler.passes import run_pipeline
 from staticgrad.compiler.planner import plan_program
@@ -53,7 +53,8 @@ class GraphBackwardPlan:
     """A compiled backward of one graph structure: its program, and where each leaf's gradient
     comes from (leaves numbered in walk order; a leaf no gradient reaches is in neither list):
     ``from_results`` (leaf, result index, fresh: a buffer of its own, which may become ``.grad`` as
-    it is) and ``from_inputs`` (leaf, input position: a gradient the caller gave, passed through)."""
+    it is, and the result's shape and dtype) and ``from_inputs`` (leaf, input position: a gradient
+    the caller gave, passed through)."""
 
     replay: CompiledReplay
     from_results: list
@@ -129,12 +130,6 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
     compiled = None
     for node in order:   # (the loop sees the nodes appended to ``order`` as it goes)
         kind = type(node)
-        if kind is AccumulateGrad:
-            if node._pre_hooks or node._post_hooks or node.variable._hooks:
-                raise _Unwalkable("a leaf has hooks")
-            leaves.append(node.variable)
-            key.append(None)
-            continue
         if kind is not Node:
             raise _Unwalkable(f"a {node.name()} node (its saved buffers were freed by an earlier backward)")
         if node._released:
@@ -149,8 +144,14 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
                 continue
             j = index.get(nxt)
             if j is None:
-                j = index[nxt] = len(order)
-                order.append(nxt)
+                if type(nxt) is AccumulateGrad:   # a leaf: numbered -1, -2... in the order found
+                    if nxt._pre_hooks or nxt._post_hooks or nxt.variable._hooks:
+                        raise _Unwalkable("a leaf has hooks")
+                    j = index[nxt] = ~len(leaves)
+                    leaves.append(nxt.variable)
+                else:
+                    j = index[nxt] = len(order)
+                    order.append(nxt)
             edges.append((j, nr))
         saved_key = []
         saved = node._saved
@@ -290,10 +291,22 @@ def _replay(plan: GraphBackwardPlan, found: GraphWalk, retain_graph: bool) -> No
     results = plan.replay.run(arrays, [], [])   # takes the arrays over: each is dropped after its last use
     make = Tensor._make
     variables = found.leaves
-    leaves = [(variables[leaf], make(results[index], False, None), fresh) for leaf, index, fresh in plan.from_results]
-    for (leaf, _), array in zip(plan.from_inputs, passed):
-        leaves.append((variables[leaf], make(array, False, None), False))
-    _accumulate(leaves)
+    others = [(variables[leaf], make(array, False, None), False) for (leaf, _), array in zip(plan.from_inputs, passed)]
+    appeared = False
+    for leaf, index, fresh, shape, dtype in plan.from_results:
+        variable = variables[leaf]
+        data = variable._data
+        if fresh and variable._grad is None and data.shape == shape and data.dtype == dtype:
+            # the engine's first accumulation into a leaf: a fresh C-contiguous gradient of its own,
+            # of the leaf's shape and dtype, becomes .grad as it is (accumulate_into_leaves)
+            variable._grad = make(results[index], False, None)
+            appeared = appeared or variable._captured
+        else:
+            others.append((variable, make(results[index], False, None), fresh))
+    if appeared:
+        bump_grad_epoch()
+    if others:
+        _accumulate(others)
 
 
 def _accumulate(leaves: list) -> None:
@@ -402,8 +415,12 @@ def _compile(tracer: GraphBackwardTracer, found: GraphWalk, leaves: list):
     program = plan_program(graph)
     program.consumes_inputs = True
     replay = CompiledReplay(program, generate(program))
-    from_results = [(leaf, source[1], is_fresh_result(program, source[1]))
-                    for leaf, source in enumerate(leaf_sources) if source is not None and source[0] == "result"]
+    from_results = []
+    for leaf, source in enumerate(leaf_sources):
+        if source is not None and source[0] == "result":
+            value = graph.values[graph.results[source[1]]]
+            from_results.append((leaf, source[1], is_fresh_result(program, source[1]), value.shape,
+                                 np.dtype(value.dtype)))
     from_inputs = [(leaf, source[1]) for leaf, source in enumerate(leaf_sources)
                    if source is not None and source[0] == "input"]
     return GraphBackwardPlan(replay, from_results, from_inputs, list(tracer.guards), list(found.ops))

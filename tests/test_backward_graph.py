@@ -355,3 +355,60 @@ def test_trapped_floating_point_errors_run_the_engine():
     assert model.stats.backward_replays == replays
     loss_fn(model(x), y).backward()
     assert model.stats.backward_replays == replays + 1
+
+
+# ---- random programs: the loss outside a compiled model ----------------------------------------------
+
+MODEL_CALLS = 6   # call 0 traces the model, 1 sees the backward's structure, 2 records it, 3-5 replay it
+
+
+def _model_mode(program, compiled: bool) -> list:
+    """Snapshots after each call of ``program`` split in two: its ops as a model (compiled or not)
+    returning every value they make, and the loss, backward and optimizer step outside it."""
+    import textwrap
+
+    from tests.test_differential import snapshot
+
+    names = [line.split(" = ")[0] for line in program.lines]
+    args = ", ".join(leaf.name for leaf in program.inputs)
+    outputs = ", ".join(names) + ","
+    forward = f"def forward({args}):\n" + textwrap.indent("\n".join(program.lines + [f"return ({outputs})"]), "    ")
+    body = (["opt.zero_grad()"] if program.optimizer else []) + [f"{outputs} = model({args})",
+                                                                   f"loss = {program.loss}", "loss.backward()"]
+    body += ["opt.step()"] if program.optimizer else []
+    step = f"def step({args}):\n" + textwrap.indent("\n".join(body + ["return loss"]), "    ")
+    params = [sg.tensor(array.copy(), requires_grad=True) for array in program.initial_params().values()]
+    namespace = {"lib": sg, "F": sg.nn.functional, "params": params}
+    namespace.update({p.name: t for p, t in zip(program.params, params)})
+    opt = eval(program.optimizer, namespace) if program.optimizer else None
+    namespace["opt"] = opt
+    exec(forward, namespace)
+    namespace["model"] = sg.compile(namespace["forward"]) if compiled else namespace["forward"]
+    exec(step, namespace)
+    shots = [snapshot(program, namespace["step"](*[sg.tensor(a) for a in program.call_inputs(call % 4)]),
+                      params, opt) for call in range(MODEL_CALLS)]
+    return shots, namespace["model"]
+
+
+def test_random_programs_with_the_loss_outside_a_compiled_model_replay_as_eager():
+    """The differential net's random programs, their ops compiled as a model and the loss, backward
+    and optimizer step outside it: every call's loss, .grad, parameters and optimizer state equal
+    the uncompiled split's bit for bit, and the loss's backward replays a recording of it."""
+    from hypothesis import assume, given, note, settings
+
+    from tests.test_differential import COMMON, assert_replay_equals_eager, programs
+
+    replayed_some = []
+
+    @settings(max_examples=40, **COMMON)
+    @given(programs())
+    def one(program):
+        assume(program.lines)   # a model to compile: some ops before the loss
+        note(repr(program))
+        eager, _ = _model_mode(program, compiled=False)
+        compiled, model = _model_mode(program, compiled=True)
+        assert_replay_equals_eager(compiled, eager)
+        replayed_some.append(model.stats.backward_replays)
+
+    one()
+    assert sum(1 for n in replayed_some if n >= 3) >= 0.9 * len(replayed_some), replayed_some

@@ -275,6 +275,7 @@ def test_a_backward_with_no_compiled_node_alive_goes_straight_to_the_engine(monk
     assert model.stats.backward_replays == 2
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("zero", [0.0, np.float32(0.0)])
 def test_an_attribute_of_negative_zero_is_another_structure(zero):
     """w * 0.0 and w * -0.0 give gradients of other signs: a key tells them apart (they are equal,
@@ -390,6 +391,7 @@ def _model_mode(program, compiled: bool) -> list:
     return shots, namespace["model"]
 
 
+@pytest.mark.bitexact
 def test_random_programs_with_the_loss_outside_a_compiled_model_replay_as_eager():
     """The differential net's random programs, their ops compiled as a model and the loss, backward
     and optimizer step outside it: every call's loss, .grad, parameters and optimizer state equal

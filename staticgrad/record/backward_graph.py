@@ -194,8 +194,10 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
 
 
 def _value_key(value):
-    """A saved value or attribute as part of a key: floats keep their sign of zero and their type
-    (0.0, -0.0, 1 and True are equal in Python, not to a replay), tuples and lists their items."""
+    """A saved value or attribute as part of a key: numbers keep their type and floats their sign
+    of zero (0.0, -0.0, 1 and True are equal in Python, not to a replay); tuples, lists and slices
+    their items. Anything else (an object whose state a backward may read, such as an
+    autograd.Function's ctx) makes the backward run through the engine."""
     kind = type(value)
     if kind is float:
         return (float, value, math.copysign(1.0, value))
@@ -203,21 +205,17 @@ def _value_key(value):
         return value
     if kind is bool:
         return (bool, value)
-    if kind is tuple or kind is list:
+    if isinstance(value, (tuple, list)):   # a Size too
         return (kind,) + tuple(_value_key(v) for v in value)
     if isinstance(value, np.floating):   # a NumPy float: -0.0 == 0.0 there too
         return (kind, float(value), math.copysign(1.0, value))
-    if isinstance(value, Tensor) or not _hashable(value):
-        raise _Unwalkable(f"a node holds a {kind.__name__} a key cannot compare")
-    return (kind, value)
-
-
-def _hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
+    if isinstance(value, (np.integer, np.bool_, np.dtype)):
+        return (kind, value)
+    if kind is slice:
+        return (slice, _value_key(value.start), _value_key(value.stop), _value_key(value.step))
+    if value is Ellipsis:
+        return Ellipsis
+    raise _Unwalkable(f"a node holds a {kind.__name__}, whose effect on its backward a key cannot tell")
 
 
 # ---- the engine's door ------------------------------------------------------------------------------
@@ -243,10 +241,7 @@ def replay_backward(tensors: tuple, grad_tensors: tuple | None, retain_graph: bo
     if compiled is None:
         return False
     plans, stats = compiled.graph_plans, compiled.stats
-    try:
-        entry = plans.get(found.key)
-    except TypeError:   # a value in an attribute or a saved slot that does not hash
-        entry = _Refused("a node holds a value a key cannot compare")
+    entry = plans.get(found.key)
     if type(entry) is GraphBackwardPlan:
         if all(guard.holds() for guard in entry.guards):
             _replay(entry, found, retain_graph)

@@ -680,6 +680,7 @@ class CompiledBackward:
         inputs += [("tensor", g) if g is not None else ("constant", zeros) for g, zeros in zip(grads, incoming)]
         tracer.on_compiled_backward(graph, inputs, [("array", a) for a in captured] + held, scalars, returned)
 
+
 def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
 

@@ -112,3 +112,6 @@ from staticgrad._eager.random_more import bernoulli, multinomial
 from staticgrad.precision import get_float32_matmul_precision, set_float32_matmul_precision
 # The default float dtype (staticgrad._eager.default_dtype).
 from staticgrad._eager.default_dtype import get_default_dtype, set_default_dtype
+# The legacy tensor types (LongTensor(3), isinstance(t, FloatTensor)) of old scripts.
+from staticgrad._eager.legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,
+                                            HalfTensor, IntTensor, LongTensor, ShortTensor)

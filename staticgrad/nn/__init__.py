@@ -147,6 +147,10 @@ __all__ = [
     "UpsamplingNearest2d",
     "functional",
     "init",
+    "modules",
     "parallel",
     "utils",
 ]
+
+# PyTorch's module paths for the classes above (torch.nn.modules.linear.Linear is torch.nn.Linear).
+from staticgrad.nn import modules

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from staticgrad._eager import functions as fn
 from staticgrad.nn import functional, init
 from staticgrad.nn.module import Module
+from staticgrad.nn.reduction import _Loss
 
 
 class Linear(Module):
@@ -26,6 +27,11 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """The Linear that MultiheadAttention holds as ``out_proj``: a plain Linear under the name PyTorch
+    gives it (its repr, and the global a pickled attention module names)."""
 
 
 class Identity(Module):
@@ -198,12 +204,6 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
-
-
-class _Loss(Module):
-    def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = reduction
 
 
 class MSELoss(_Loss):

@@ -115,3 +115,6 @@ from staticgrad._eager.default_dtype import get_default_dtype, set_default_dtype
 # The legacy tensor types (LongTensor(3), isinstance(t, FloatTensor)) of old scripts.
 from staticgrad._eager.legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,
                                             HalfTensor, IntTensor, LongTensor, ShortTensor)
+# Bitwise and logical functions (the operators & | ^ ~ << >> are Tensor methods).
+from staticgrad._eager.bitwise import (bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or,
+                                       bitwise_right_shift, bitwise_xor, logical_or, logical_xor)

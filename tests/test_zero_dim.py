@@ -379,6 +379,25 @@ def _group_norm_cases():
 
 CASES += _group_norm_cases()
 
+
+def _bitwise_cases():
+    """The bitwise ops on 0-dim integer and boolean tensors (no gradient), logical_or/xor on floats."""
+    six, three, yes = np.array(6), np.array(3), np.array(True)
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [six, three])
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [six, np.array([1, 2])])
+        yield Case(f"Tensor.{name}_", lambda lib, a, b, n=name: getattr(a.clone(), n + "_")(b), [six, three])
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a, n)(2), [six])
+    yield Case("Tensor.bitwise_and", lambda lib, a, b: a.bitwise_and(b), [yes, np.array(False)])
+    yield Case("Tensor.bitwise_not", lambda lib, a: a.bitwise_not(), [six])
+    yield Case("Tensor.bitwise_not", lambda lib, a: a.bitwise_not(), [yes])
+    yield Case("Tensor.bitwise_not_", lambda lib, a: a.clone().bitwise_not_(), [six])
+    for name in ("logical_or", "logical_xor"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, np.array(0.0)])
+
+
+CASES += _bitwise_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

@@ -73,7 +73,6 @@ METHODS = {
     "__pow__": fn.pow, "__rpow__": _reflect(fn.pow), "__matmul__": fn.matmul, "__rmatmul__": _reflect(fn.matmul),
     "__neg__": fn.neg, "__abs__": fn.abs,
     "__eq__": fn.eq, "__ne__": fn.ne, "__lt__": fn.lt, "__le__": fn.le, "__gt__": fn.gt, "__ge__": fn.ge,
-    "__and__": fn.logical_and, "__invert__": fn.logical_not,
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
     # math
     "add": fn.add, "sub": fn.sub, "mul": fn.mul, "div": fn.div, "true_divide": fn.div, "pow": fn.pow,
@@ -180,14 +179,16 @@ Node.__call__ = _call_node
 
 
 # Methods defined next to their functions: elementwise math, reductions and scans, casts and remainders,
-# Tensor.new_* and the random refills.
+# Tensor.new_* and the random refills, the bitwise and logical operators.
+from staticgrad._eager import bitwise as _bitwise  # noqa: E402
 from staticgrad._eager import casts as _casts  # noqa: E402
 from staticgrad._eager import reductions_more as _reductions_more  # noqa: E402
 from staticgrad._eager.math_functions import METHODS as _MATH_METHODS  # noqa: E402
 from staticgrad._eager.new_factories import METHODS as _NEW_METHODS  # noqa: E402
 from staticgrad._eager.random_inplace import METHODS as _RANDOM_METHODS  # noqa: E402
 
-for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS, _NEW_METHODS, _RANDOM_METHODS):
+for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS, _NEW_METHODS, _RANDOM_METHODS,
+               _bitwise.METHODS):
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)

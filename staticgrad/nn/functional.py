@@ -8,7 +8,7 @@ from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.movement import one_hot, pad
 from staticgrad._eager.tensor import Tensor
-from staticgrad.nn.reduction import legacy_reduction
+from staticgrad.nn.reduction import legacy_reduction as _legacy_reduction
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
@@ -59,7 +59,7 @@ def _add_bias(output: Tensor, bias: Tensor) -> Tensor:
 
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
-    reduction = legacy_reduction(size_average, reduce, reduction)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "mse_loss")
     fn.require_tensor(target, "mse_loss", "target", 2)
     if tuple(target._data.shape) != tuple(input._data.shape):

@@ -398,6 +398,17 @@ def _bitwise_cases():
 
 CASES += _bitwise_cases()
 
+
+def _repeat_cases():
+    yield Case("Tensor.repeat", lambda lib, a: a.repeat(3), [X])
+    yield Case("Tensor.repeat", lambda lib, a: a.repeat(2, 2), [X])
+    yield Case("Tensor.repeat", lambda lib, a: a.repeat(()), [X])
+    yield Case("Tensor.tile", lambda lib, a: a.tile(2), [X])
+    yield Case("Tensor.tile", lambda lib, a: a.tile(()), [X])
+
+
+CASES += _repeat_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

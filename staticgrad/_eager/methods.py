@@ -121,6 +121,7 @@ METHODS["detach_"] = _detach_
 METHODS.update({
     "flip": lambda self, *dims: movement.flip(self, dims[0] if len(dims) == 1 else dims),
     "fliplr": movement.fliplr, "flipud": movement.flipud, "roll": movement.roll, "diagonal": movement.diagonal,
+    "repeat": movement.repeat, "tile": movement._tile_method,
     "diag": movement.diag, "unfold": movement.unfold, "unflatten": movement.unflatten,
     "repeat_interleave": movement.repeat_interleave, "index_select": movement.index_select,
     "sort": movement.sort, "argsort": movement.argsort, "topk": movement.topk,

@@ -14,7 +14,7 @@ from staticgrad._eager.creation import (arange, as_tensor, empty, empty_like, ey
                                  tensor, zeros, zeros_like)
 from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk,
                                    clone, concat, concatenate, detach, div, divide, dot, eq, exp, expand, flatten,
-                                   gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not,
+                                   gather, ge, gt, le, log, log_softmax, logical_and, logical_not,
                                    logsumexp, lt,
                                    matmul, max, maximum, mean, min, minimum, mm, mul, multiply, mv, narrow, ne,
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
@@ -118,3 +118,6 @@ from staticgrad._eager.legacy_types import (BoolTensor, ByteTensor, CharTensor, 
 # Bitwise and logical functions (the operators & | ^ ~ << >> are Tensor methods).
 from staticgrad._eager.bitwise import (bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or,
                                        bitwise_right_shift, bitwise_xor, logical_or, logical_xor)
+# Indexed writes: scatter, scatter_add, scatter_reduce, index_add/copy/fill, masked_fill with a tensor value.
+from staticgrad._eager.scatter import (index_add, index_copy, index_fill, masked_fill, scatter, scatter_add,
+                                       scatter_reduce)

@@ -409,6 +409,30 @@ def _repeat_cases():
 
 CASES += _repeat_cases()
 
+
+def _scatter_cases():
+    """Indexed writes into a 0-dim tensor (its one element, index 0) and from 0-dim sources."""
+    zero = np.array(0)
+    yield Case("Tensor.scatter", lambda lib, a, b, i: a.scatter(0, i, b), [X, Y, zero])
+    yield Case("Tensor.scatter", lambda lib, a, i: a.scatter(0, i, 2.0), [X, zero])
+    yield Case("Tensor.scatter_", lambda lib, a, b, i: (a * 1).scatter_(0, i, b), [X, Y, zero])
+    yield Case("Tensor.scatter_add", lambda lib, a, b, i: a.scatter_add(-1, i, b), [X, Y, zero])
+    yield Case("Tensor.scatter_add_", lambda lib, a, b, i: (a * 1).scatter_add_(0, i, b), [X, Y, zero])
+    for reduce in ("sum", "prod", "mean", "amax"):
+        yield Case("Tensor.scatter_reduce", lambda lib, a, b, i, r=reduce: a.scatter_reduce(0, i, b, r), [X, Y, zero])
+    yield Case("Tensor.scatter_reduce_", lambda lib, a, b, i: (a * 1).scatter_reduce_(0, i, b, "sum"), [X, Y, zero])
+    yield Case("Tensor.index_add", lambda lib, a, b, i: a.index_add(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_add", lambda lib, a, b, i: a.index_add(0, i, b), [ROW, Y, zero])
+    yield Case("Tensor.index_add_", lambda lib, a, b, i: (a * 1).index_add_(0, i, b, alpha=2), [X, Y, zero])
+    yield Case("Tensor.index_copy", lambda lib, a, b, i: a.index_copy(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_copy_", lambda lib, a, b, i: (a * 1).index_copy_(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_fill", lambda lib, a, i: a.index_fill(0, i, 2.0), [X, zero])
+    yield Case("Tensor.index_fill", lambda lib, a, b, i: a.index_fill(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_fill_", lambda lib, a, i: (a * 1).index_fill_(0, i, 2.0), [X, zero])
+
+
+CASES += _scatter_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

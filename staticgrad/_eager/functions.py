@@ -784,13 +784,10 @@ _CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Hal
                    "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char"}
 
 
-def _mask_attrs(mask, value) -> dict:
+def mask_attrs(mask, value) -> dict:
     if mask._data.dtype.kind != "b":
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_CPP_TYPE_NAMES.get(mask._data.dtype.name, mask._data.dtype.name)}")
-    if isinstance(value, Tensor):
-        raise NotImplementedError("staticgrad's masked_fill takes a Python number as value; for a tensor value "
-                                  "use staticgrad.where(mask, value, input)")
     return {"value": as_scalar(value)}
 
 
@@ -798,11 +795,11 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where ``mask`` is True, ``input`` elsewhere (MaskedFillBackward0)."""
     require_tensor(input, "masked_fill")
     require_tensor(mask, "masked_fill", "mask", 2)
-    return dispatch(OPS["masked_fill"], (input, mask), _mask_attrs(mask, value))
+    return dispatch(OPS["masked_fill"], (input, mask), mask_attrs(mask, value))
 
 
 def masked_fill_(input: Tensor, mask: Tensor, value) -> Tensor:
-    return dispatch_inplace(OPS["masked_fill"], input, (mask,), _mask_attrs(mask, value))
+    return dispatch_inplace(OPS["masked_fill"], input, (mask,), mask_attrs(mask, value))
 
 
 def _triangle(name: str):

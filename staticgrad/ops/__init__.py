@@ -61,6 +61,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     random_more,
     rnn_layer,
     scans,
+    scatter,
     statistics,
     vector_norm,
 )

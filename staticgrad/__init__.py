@@ -83,6 +83,8 @@ from staticgrad._eager.math_functions import (
     atanh,
     ceil,
     clamp,
+    clamp_max,
+    clamp_min,
     clip,
     copysign,
     cos,
@@ -121,3 +123,11 @@ from staticgrad._eager.bitwise import (bitwise_and, bitwise_left_shift, bitwise_
 # Indexed writes: scatter, scatter_add, scatter_reduce, index_add/copy/fill, masked_fill with a tensor value.
 from staticgrad._eager.scatter import (index_add, index_copy, index_fill, masked_fill, scatter, scatter_add,
                                        scatter_reduce)
+# Functions PyTorch composes from other ops, composed the same way (movedim, meshgrid, hstack...).
+from staticgrad._eager.composites import (atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors,
+                                          broadcast_to, cartesian_prod, column_stack, count_nonzero, diff, dsplit,
+                                          dstack, equal, float_power, ger, hsplit, hstack, is_floating_point,
+                                          logspace, matrix_power, meshgrid, moveaxis, movedim, msort, outer,
+                                          positive, ravel, row_stack, select, signbit, swapdims, take_along_dim,
+                                          tensor_split, tensordot, tril_indices, triu_indices, vander, vsplit,
+                                          vstack)

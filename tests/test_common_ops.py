@@ -28,6 +28,61 @@ CASES = [
     ("tile", lambda lib, x: lib.tile(x, (2,)), rand(2, 3)),
     ("tile_more_dims", lambda lib, x: x.tile(2, 1, 2), rand(2, 3)),
     ("tile_empty", lambda lib, x: lib.tile(x, ()), rand(2, 3)),
+    ("movedim", lambda lib, x: lib.movedim(x, 0, 2), rand(2, 3, 4)),
+    ("movedim_tuple", lambda lib, x: x.movedim((0, -1), (2, 0)), rand(2, 3, 4)),
+    ("moveaxis", lambda lib, x: lib.moveaxis(x, 1, 0), rand(2, 3, 4)),
+    ("swapdims", lambda lib, x: x.swapdims(0, 2), rand(2, 3, 4)),
+    ("broadcast_to", lambda lib, x: lib.broadcast_to(x, (2, 3, 4)), rand(3, 1)),
+    ("broadcast_to_method", lambda lib, x: x.broadcast_to((4, 3, 2)), rand(3, 2)),
+    ("broadcast_tensors", lambda lib, x: lib.broadcast_tensors(x, lib.ones(2, 1, 1, dtype=x.dtype)), rand(3, 4)),
+    ("meshgrid_ij", lambda lib, x: lib.meshgrid(x, x[:2] * 2, indexing="ij"), rand(3)),
+    ("meshgrid_xy", lambda lib, x: lib.meshgrid(x, x[:2] * 2, x[1:] + 1, indexing="xy"), rand(3)),
+    ("meshgrid_list", lambda lib, x: lib.meshgrid([x, x.sum()], indexing="ij"), rand(3)),
+    ("outer", lambda lib, x: lib.outer(x, x[:2] * 3), rand(3)),
+    ("ger", lambda lib, x: x.ger(x), rand(3)),
+    ("hstack_1d", lambda lib, x: lib.hstack([x, x[:2]]), rand(3)),
+    ("hstack_2d", lambda lib, x: lib.hstack((x, x * 2)), rand(2, 3)),
+    ("vstack", lambda lib, x: lib.vstack([x, x * 2]), rand(3)),
+    ("row_stack", lambda lib, x: lib.row_stack([x, x.sum(0, keepdim=True)]), rand(2, 3)),
+    ("dstack", lambda lib, x: lib.dstack([x, x * 2]), rand(2, 3)),
+    ("column_stack", lambda lib, x: lib.column_stack([x[:, 0], x]), rand(3, 2)),
+    ("atleast_1d", lambda lib, x: lib.atleast_1d(x.sum()), rand(3)),
+    ("atleast_2d", lambda lib, x: lib.atleast_2d(x, x.sum()), rand(3)),
+    ("atleast_3d", lambda lib, x: lib.atleast_3d([x, x[0], x.sum()]), rand(2, 3)),
+    ("tensor_split_sections", lambda lib, x: lib.tensor_split(x, 3, dim=1), rand(2, 7)),
+    ("tensor_split_indices", lambda lib, x: x.tensor_split([1, 4, -1], dim=1), rand(2, 7)),
+    ("tensor_split_too_many", lambda lib, x: lib.tensor_split(x, 4), rand(3, 2)),
+    ("hsplit", lambda lib, x: lib.hsplit(x, 2), rand(3, 4)),
+    ("hsplit_1d", lambda lib, x: x.hsplit([1, 3]), rand(5)),
+    ("vsplit", lambda lib, x: lib.vsplit(x, [1]), rand(3, 4)),
+    ("dsplit", lambda lib, x: lib.dsplit(x, 2), rand(2, 3, 4)),
+    ("select", lambda lib, x: x.select(1, -1), rand(2, 3)),
+    ("select_fn", lambda lib, x: lib.select(x, 0, 1), rand(2, 3)),
+    ("ravel", lambda lib, x: lib.ravel(x), rand(2, 3)),
+    ("ravel_transposed", lambda lib, x: x.t().ravel(), rand(2, 3)),
+    ("take_along_dim", lambda lib, x: lib.take_along_dim(x, lib.tensor([[0, 2], [1, 1]]), 1), rand(2, 3)),
+    ("take_along_dim_bcast", lambda lib, x: x.take_along_dim(lib.tensor([[2], [0], [1]]), dim=1), rand(1, 3, 4)[0]),
+    ("take_along_dim_flat", lambda lib, x: lib.take_along_dim(x, lib.tensor([5, 0, 5])), rand(2, 3)),
+    ("msort", lambda lib, x: lib.msort(x), rand(4, 3)),
+    ("diff", lambda lib, x: lib.diff(x), rand(3, 5)),
+    ("diff_n2_dim0", lambda lib, x: x.diff(n=2, dim=0), rand(4, 3)),
+    ("diff_prepend_append", lambda lib, x: lib.diff(x, dim=1, prepend=x[:, :1] * 2, append=x[:, -2:]), rand(3, 4)),
+    ("cartesian_prod", lambda lib, x: lib.cartesian_prod(x, x[:2] * 2), rand(3)),
+    ("cartesian_prod_three", lambda lib, x: lib.cartesian_prod(x, x[:2], x[1:]), rand(3)),
+    ("tensordot", lambda lib, x: lib.tensordot(x, x.transpose(0, 1) * 1, dims=([1, 2], [0, 2])), rand(2, 3, 4)),
+    ("tensordot_int", lambda lib, x: lib.tensordot(x, x.permute(1, 2, 0), dims=2), rand(2, 3, 4)),
+    ("matrix_power_3", lambda lib, x: lib.matrix_power(x, 3), rand(3, 3)),
+    ("matrix_power_batched", lambda lib, x: x.matrix_power(4), rand(2, 3, 3)),
+    ("matrix_power_1", lambda lib, x: lib.matrix_power(x, 1), rand(3, 3)),
+    ("float_power", lambda lib, x: lib.float_power(x.abs(), 1.5), rand(3).astype(np.float32)),
+    ("float_power_tensor", lambda lib, x: x.abs().float_power(x), rand(3)),
+    ("clamp_min", lambda lib, x: lib.clamp_min(x, -0.2), rand(3, 4)),
+    ("clamp_max_method", lambda lib, x: x.clamp_max(0.3), rand(3, 4)),
+    ("clamp_min_inplace", lambda lib, x: (x * 1).clamp_min_(0.0), rand(3, 4)),
+    ("clamp_max_tensor", lambda lib, x: x.clamp_max(x[0] * 0.5), rand(3, 4)),
+    ("relu_inplace_kw", lambda lib, x: lib.nn.functional.relu(x * 1, inplace=True), rand(3, 4)),
+    ("relu_", lambda lib, x: lib.nn.functional.relu_(x * 1), rand(3, 4)),
+    ("positive", lambda lib, x: lib.positive(x), rand(3)),
 ]
 
 
@@ -186,6 +241,56 @@ def test_index_add_saves_what_torch_saves():
         assert node._saved_index.tolist() == [0, 2]
 
 
+VALUES = {
+    "equal": lambda lib: [lib.equal(lib.ones(2), lib.ones(2)), lib.equal(lib.ones(2), lib.ones(3)),
+                          lib.ones(2).equal(lib.zeros(2))],
+    "count_nonzero": lambda lib: [lib.count_nonzero(lib.tensor([[0, 1.5], [2.0, 0]])),
+                                  lib.tensor([[0, 1], [2, 0]]).count_nonzero(dim=0)],
+    "signbit": lambda lib: [lib.signbit(lib.tensor([-0.0, 0.0, -1.5, 2.0])), lib.tensor([-1, 0, 2]).signbit()],
+    "tril_indices": lambda lib: [lib.tril_indices(3, 4), lib.tril_indices(4, 3, -1), lib.tril_indices(3, 3, 1)],
+    "triu_indices": lambda lib: [lib.triu_indices(3, 4, 1), lib.triu_indices(4, 3, dtype=lib.int32)],
+    "logspace": lambda lib: [lib.logspace(0, 2, 5), lib.logspace(-1, 1, 4, base=2.0, dtype=lib.float64),
+                             lib.logspace(0, 1, 1)],
+    "is_floating_point": lambda lib: [lib.is_floating_point(lib.ones(1)),
+                                      lib.ones(1, dtype=lib.int64).is_floating_point()],
+    "casts": lambda lib: [(lib.arange(6.0) * 50).byte(), (lib.arange(6.0) * 50).char(),
+                          (lib.arange(6.0) * 9e3).short()],
+    # PyTorch's vander writes its cumprod into a slice of its result in place: it has no usable gradient
+    "vander": lambda lib: [lib.vander(lib.tensor([0.5, -1.5, 2.0, 3.0])),
+                           lib.vander(lib.tensor([0.5, -1.5, 2.0]), N=4, increasing=True),
+                           lib.vander(lib.tensor([0.5, 2.0]), N=0), lib.vander(lib.tensor([0.5, 2.0]), N=1)],
+    "ndimension": lambda lib: [lib.ones(2, 3).ndimension(), lib.ones(()).ndimension()],
+    "broadcast_shapes": lambda lib: [tuple(lib.broadcast_shapes((2, 1), (3, 1, 4)))],
+    "matrix_power_0": lambda lib: [lib.matrix_power(lib.ones(2, 3, 3), 0)],
+    "vander_ints": lambda lib: [lib.vander(lib.tensor([1, 2, 3]), 4)],
+    "meshgrid_default_ij": lambda lib: list(lib.meshgrid(lib.arange(3), lib.arange(2))),
+}
+
+
+@pytest.mark.filterwarnings("ignore:torch.meshgrid")
+@pytest.mark.parametrize("name", VALUES)
+def test_values_match_torch(name):
+    for t, s in zip(VALUES[name](torch), VALUES[name](sg), strict=True):
+        if isinstance(t, torch.Tensor):
+            assert str(s.dtype).split(".")[-1] == str(t.dtype).split(".")[-1] and tuple(s.shape) == tuple(t.shape)
+            np.testing.assert_allclose(s.numpy(), t.numpy(), rtol=1e-6)
+        else:
+            assert s == t
+
+
+def test_meshgrid_refuses_a_2d_tensor_as_torch():
+    for lib in (torch, sg):  # (PyTorch prints the tensor in its own old format after the colon)
+        with pytest.raises(RuntimeError, match="meshgrid: Expected 0D or 1D tensor in the tensor list but got:"):
+            lib.meshgrid(lib.zeros(2, 2), indexing="ij")
+
+
+def test_meshgrid_without_indexing_warns_as_torch():
+    for lib in (sg,):  # (PyTorch warns once per process: its warning text is pinned here)
+        with pytest.warns(UserWarning, match="torch.meshgrid: in an upcoming release, it will be required to pass "
+                                             "the indexing argument."):
+            lib.meshgrid(lib.ones(2), lib.ones(3))
+
+
 ERRORS = [
     lambda lib: lib.zeros(2, 3).repeat(2),
     lambda lib: lib.zeros(2, 3).repeat(2, -1),
@@ -224,6 +329,29 @@ ERRORS = [
     lambda lib: lib.zeros(3, 4).index_fill(1, lib.tensor([0, 7]), 1.0),
     lambda lib: lib.zeros(3, 4).index_fill(0, lib.tensor([-4]), 1.0),
     lambda lib: lib.zeros(3, 4).masked_fill(lib.zeros(3, 4) > 0, lib.tensor([0.5, 1.0])),
+    lambda lib: lib.movedim(lib.zeros(2, 3), (0, 1), (1,)),
+    lambda lib: lib.movedim(lib.zeros(2, 3), (0, 0), (1, 0)),
+    lambda lib: lib.movedim(lib.zeros(2, 3), 2, 0),
+    lambda lib: lib.broadcast_to(lib.zeros(2, 3), (3, 3)),
+    lambda lib: lib.broadcast_tensors(lib.zeros(2, 3), lib.zeros(4)),
+    lambda lib: lib.meshgrid(lib.zeros(2), indexing="ab"),
+    lambda lib: lib.outer(lib.zeros(2, 2), lib.zeros(2)),
+    lambda lib: lib.tensor_split(lib.zeros(()), 2),
+    lambda lib: lib.tensor_split(lib.zeros(3), 0),
+    lambda lib: lib.hsplit(lib.zeros(2, 3), 2),
+    lambda lib: lib.vsplit(lib.zeros(3), 1),
+    lambda lib: lib.dsplit(lib.zeros(2, 3), 1),
+    lambda lib: lib.zeros(2, 3).select(1, 3),
+    lambda lib: lib.zeros(2, 3).select(2, 0),
+    lambda lib: lib.zeros(()).select(0, 0),
+    lambda lib: lib.take_along_dim(lib.zeros(2, 3), lib.tensor([0.0])),
+    lambda lib: lib.take_along_dim(lib.zeros(2, 3), lib.tensor([0]), 1),
+    lambda lib: lib.diff(lib.zeros(())),
+    lambda lib: lib.tensordot(lib.zeros(2, 3), lib.zeros(2, 3), dims=1),
+    lambda lib: lib.matrix_power(lib.zeros(2, 3), 2),
+    lambda lib: lib.vander(lib.zeros(2, 2)),
+    lambda lib: lib.positive(lib.ones(2, dtype=lib.bool)),
+    lambda lib: lib.equal(lib.ones(2), [1.0, 1.0]),
 ]
 
 

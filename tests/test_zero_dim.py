@@ -433,6 +433,41 @@ def _scatter_cases():
 
 CASES += _scatter_cases()
 
+
+def _composite_cases():
+    """The functions composed from other ops, on 0-dim tensors (several raise PyTorch's errors)."""
+    yield Case("F.relu_", lambda lib, a: lib.nn.functional.relu_(a * 1), [X])
+    yield Case("Tensor.broadcast_to", lambda lib, a: a.broadcast_to((2, 3)), [X])
+    for name in ("byte", "char", "short"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 10, n)(), [P])
+    for name in ("clamp_min", "clamp_max"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a, n)(0.5), [X])
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
+        yield Case(f"Tensor.{name}_", lambda lib, a, n=name: getattr(a * 1, n + "_")(0.5), [X])
+    yield Case("Tensor.count_nonzero", lambda lib, a: a.count_nonzero(), [X])
+    yield Case("Tensor.diff", lambda lib, a: a.diff(), [X])
+    yield Case("Tensor.equal", lambda lib, a, b: lib.tensor(a.equal(b)), [X, Y])
+    yield Case("Tensor.float_power", lambda lib, a: a.float_power(2), [X])
+    yield Case("Tensor.ger", lambda lib, a, b: a.ger(b), [X, Y])
+    yield Case("Tensor.outer", lambda lib, a, b: a.outer(b), [X, ROW])
+    for name in ("hsplit", "vsplit", "dsplit", "tensor_split"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a, n)(1), [X])
+    yield Case("Tensor.matrix_power", lambda lib, a: a.matrix_power(2), [X])
+    yield Case("Tensor.movedim", lambda lib, a: a.movedim(0, 0), [X])
+    yield Case("Tensor.moveaxis", lambda lib, a: a.moveaxis(-1, 0), [X])
+    yield Case("Tensor.msort", lambda lib, a: a.msort(), [X])
+    yield Case("Tensor.ndimension", lambda lib, a: lib.tensor(a.ndimension()), [X])
+    yield Case("Tensor.positive", lambda lib, a: a.positive(), [X])
+    yield Case("Tensor.ravel", lambda lib, a: a.ravel(), [X])
+    yield Case("Tensor.select", lambda lib, a: a.select(0, 0), [X])
+    yield Case("Tensor.signbit", lambda lib, a: a.signbit(), [X])
+    yield Case("Tensor.swapdims", lambda lib, a: a.swapdims(0, -1), [X])
+    yield Case("Tensor.take_along_dim", lambda lib, a: a.take_along_dim(lib.tensor(0)), [X])
+    yield Case("Tensor.take_along_dim", lambda lib, a: a.take_along_dim(lib.tensor(0), 0), [X])
+
+
+CASES += _composite_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",

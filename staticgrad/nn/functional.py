@@ -12,7 +12,16 @@ from staticgrad.nn.reduction import legacy_reduction as _legacy_reduction
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
-relu = fn.relu
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """F.relu: max(input, 0), in place with ``inplace=True`` (ReluBackward0)."""
+    return fn.relu_(input) if inplace else fn.relu(input)
+
+
+def relu_(input: Tensor) -> Tensor:
+    return fn.relu_(input)
+
+
 tanh = fn.tanh
 sigmoid = fn.sigmoid
 softmax = fn.softmax

@@ -468,6 +468,21 @@ def _composite_cases():
 
 CASES += _composite_cases()
 
+
+def _nn_more_cases():
+    yield Case("F.dropout1d", lambda lib, a: lib.nn.functional.dropout1d(a, 0.5, training=False), [X])
+    yield Case("F.dropout3d", lambda lib, a: lib.nn.functional.dropout3d(a, 0.0), [X])
+    yield Case("F.hardshrink", lambda lib, a: lib.nn.functional.hardshrink(a, 0.2), [X])
+    yield Case("F.softshrink", lambda lib, a: lib.nn.functional.softshrink(a, 0.2), [X])
+    yield Case("F.tanhshrink", lambda lib, a: lib.nn.functional.tanhshrink(a), [X])
+    yield Case("F.softmin", lambda lib, a: lib.nn.functional.softmin(a, 0), [X])
+    yield Case("F.prelu", lambda lib, a, w: lib.nn.functional.prelu(a, w), [X, np.array([0.25])])
+    yield Case("F.threshold", lambda lib, a: lib.nn.functional.threshold(a, 0.5, -1.0), [X])
+    yield Case("F.threshold_", lambda lib, a: lib.nn.functional.threshold_(a * 1, 0.1, -1.0), [X])
+
+
+CASES += _nn_more_cases()
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
@@ -478,6 +493,8 @@ KNOWN_ELSEWHERE = {
 # Double backward differs for reasons that are not about 0-dim tensors.
 FIRST_ORDER_ONLY = {
     "F.hardsigmoid": "PyTorch has no derivative of hardsigmoid_backward (staticgrad raises the same error)",
+    "F.hardshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
+    "F.softshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
 }
 
 

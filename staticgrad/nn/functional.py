@@ -103,8 +103,17 @@ from staticgrad.nn.activations import (  # noqa: E402
     softplus,
     softsign,
 )
+from staticgrad.nn.activations_more import (  # noqa: E402
+    hardshrink,
+    prelu,
+    softmin,
+    softshrink,
+    tanhshrink,
+    threshold,
+    threshold_,
+)
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
-from staticgrad.nn.channel_dropout import dropout2d  # noqa: E402
+from staticgrad.nn.channel_dropout import dropout1d, dropout2d, dropout3d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.group_norm import group_norm  # noqa: E402

@@ -53,6 +53,7 @@ __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", 
 # Op families added later, each in its own module.
 from staticgrad.ops import (  # noqa: F401  (fill OPS)
     activations,
+    activations_more,
     bitwise,
     casts,
     group_norm,

@@ -38,6 +38,9 @@ from staticgrad.nn.modules import (
     normalization as normalization,
 )
 from staticgrad.nn.modules import (
+    padding as padding,
+)
+from staticgrad.nn.modules import (
     pooling as pooling,
 )
 from staticgrad.nn.modules import (
@@ -64,6 +67,7 @@ from staticgrad.nn.modules.linear import *  # noqa: F403
 from staticgrad.nn.modules.loss import *  # noqa: F403
 from staticgrad.nn.modules.module import *  # noqa: F403
 from staticgrad.nn.modules.normalization import *  # noqa: F403
+from staticgrad.nn.modules.padding import *  # noqa: F403
 from staticgrad.nn.modules.pooling import *  # noqa: F403
 from staticgrad.nn.modules.rnn import *  # noqa: F403
 from staticgrad.nn.modules.sparse import *  # noqa: F403

@@ -17,6 +17,7 @@ from staticgrad.nn.activations import (
     Softplus,
     Softsign,
 )
+from staticgrad.nn.activations_more import Hardshrink, PReLU, Softmax2d, Softmin, Softshrink, Tanhshrink, Threshold
 from staticgrad.nn.attention import MultiheadAttention
 from staticgrad.nn.layers import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 
@@ -26,6 +27,7 @@ __all__ = [
     "GELU",
     "GLU",
     "SELU",
+    "Hardshrink",
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
@@ -34,12 +36,18 @@ __all__ = [
     "LogSoftmax",
     "Mish",
     "MultiheadAttention",
+    "PReLU",
     "ReLU",
     "ReLU6",
     "SiLU",
     "Sigmoid",
     "Softmax",
+    "Softmax2d",
+    "Softmin",
     "Softplus",
+    "Softshrink",
     "Softsign",
     "Tanh",
+    "Tanhshrink",
+    "Threshold",
 ]

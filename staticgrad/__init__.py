@@ -131,3 +131,9 @@ from staticgrad._eager.composites import (atleast_1d, atleast_2d, atleast_3d, br
                                           positive, ravel, row_stack, select, signbit, swapdims, take_along_dim,
                                           tensor_split, tensordot, tril_indices, triu_indices, vander, vsplit,
                                           vstack)
+# Mixed precision (torch.amp) and the small device/determinism switches scripts call.
+from staticgrad import amp
+from staticgrad.amp import autocast, cpu
+from staticgrad.devices import are_deterministic_algorithms_enabled, use_deterministic_algorithms
+
+cuda.amp = amp.cuda_amp

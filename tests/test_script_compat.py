@@ -227,3 +227,114 @@ def test_legacy_types_check_dtype_in_isinstance_and_refuse_other_data():
             lib.FloatTensor(lib.ones(2, dtype=lib.int64))
         with pytest.raises(TypeError, match=r"new\(\): data must be a sequence \(got float\)"):
             lib.FloatTensor(2.5)
+
+
+# ---- small fidelity points scripts meet ------------------------------------------------------------------
+
+def test_iterating_a_tensor_unbinds_it_as_torch():
+    for lib in (torch, sg):
+        x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+        rows = list(x)
+        assert len(rows) == 3 and rows[0].grad_fn.name() == "UnbindBackward0"
+        sum(r.sum() * (k + 1) for k, r in enumerate(rows)).backward()
+        assert x.grad.tolist() == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+        with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+            iter(x.sum())
+
+
+def test_a_zero_dim_integer_tensor_indexes_as_an_int():
+    for lib in (torch, sg):
+        x = lib.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+        row = x[lib.tensor(1)]
+        assert row.grad_fn.name() == "SelectBackward0" and row.tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.tensor([1, 2]).requires_grad_(),
+    lambda lib: lib.tensor([1, 2], requires_grad=True),
+    lambda lib: lib.ones(2, dtype=lib.int64, requires_grad=True),
+    lambda lib: setattr(lib.tensor([1, 2]), "requires_grad", True),
+    lambda lib: lib.tensor([lib.ones(2), lib.ones(2)]),
+    lambda lib: -lib.tensor([True, False]),
+    lambda lib: lib.neg(lib.tensor([True])),
+    lambda lib: lib.ones(0).max(),
+    lambda lib: lib.ones(0, 3).min(0),
+    lambda lib: lib.ones(2).cuda(),
+    lambda lib: lib.nn.Linear(2, 2).cuda(),
+], ids=["requires_grad_", "tensor", "factory", "setter", "tensor-of-tensors", "neg-bool", "torch.neg-bool",
+        "max-empty", "min-empty-dim", "tensor.cuda", "module.cuda"])
+def test_errors_take_the_path_specific_wording_of_torch(make):
+    from tests.oracle import same_error
+    same_error(make)
+
+
+def test_a_list_of_one_element_tensors_makes_a_tensor():
+    for lib in (torch, sg):
+        assert lib.tensor([lib.tensor(1.5), lib.tensor([2.5])]).tolist() == [1.5, 2.5]
+
+
+def test_manual_seed_returns_the_default_generator():
+    generator = sg.manual_seed(7)
+    assert isinstance(generator, sg.Generator) and generator.initial_seed() == 7
+    assert isinstance(torch.manual_seed(7), torch.Generator)
+
+
+def test_deterministic_switch_is_kept():
+    for lib in (torch, sg):
+        lib.use_deterministic_algorithms(True)
+        assert lib.are_deterministic_algorithms_enabled()
+        lib.use_deterministic_algorithms(False)
+        assert not lib.are_deterministic_algorithms_enabled()
+
+
+# ---- torch.amp ------------------------------------------------------------------------------------------
+
+def _scaled_steps(lib, grads_scale: list):
+    """SGD steps through a CPU GradScaler; a huge multiplier makes one step's gradients inf."""
+    lib.manual_seed(0)
+    w = lib.nn.Parameter(lib.tensor([0.5, -1.0, 2.0]))
+    opt = lib.optim.SGD([w], lr=0.1)
+    scaler = lib.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=2)
+    history = []
+    for factor in grads_scale:
+        opt.zero_grad()
+        loss = (w * w).sum() * factor
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        history.append((scaler.get_scale(), w.detach().numpy().copy()))
+    return history, scaler.state_dict()
+
+
+def test_cpu_grad_scaler_scales_skips_and_grows_as_torch():
+    factors = [1.0, 1.0, 1e38, 1.0, 1.0, 1.0]
+    (t_hist, t_state), (s_hist, s_state) = _scaled_steps(torch, factors), _scaled_steps(sg, factors)
+    assert s_state == t_state
+    for (t_scale, t_w), (s_scale, s_w) in zip(t_hist, s_hist):
+        assert s_scale == t_scale
+        np.testing.assert_array_equal(s_w, t_w)
+
+
+def test_cuda_grad_scaler_and_autocast_are_disabled_as_on_a_cpu_only_torch():
+    for lib in (torch, sg):
+        with pytest.warns(UserWarning, match="torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
+                                             "Disabling."):
+            scaler = lib.amp.GradScaler()
+        loss = lib.ones(2, requires_grad=True).sum()
+        assert not scaler.is_enabled() and scaler.scale(loss) is loss and scaler.get_scale() == 1.0
+        assert scaler.state_dict() == {}
+        with pytest.warns(UserWarning, match="CUDA is not available or torch_xla is imported. Disabling autocast."), \
+                lib.autocast("cuda"):
+            pass
+        with lib.autocast("cpu", enabled=False):
+            assert (lib.ones(2, 2) @ lib.ones(2, 2)).dtype == lib.float32
+
+
+def test_cpu_autocast_says_bfloat16_is_missing():
+    with pytest.raises(NotImplementedError, match="bfloat16"), sg.autocast("cpu"):
+        pass
+
+    @sg.autocast("cpu", enabled=False)
+    def decorated(x):
+        return x * 2
+    assert decorated(sg.ones(1)).tolist() == [2.0]

@@ -172,6 +172,19 @@ def _call_node(self, *grads):
     return result[0] if len(result) == 1 else result
 
 
+def _iter(self):
+    """Iterating a tensor unbinds its first dim (one UnbindBackward0 node for all rows, as PyTorch)."""
+    if self._data.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(fn.unbind(self, 0))
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    raise AssertionError("Torch not compiled with CUDA enabled")
+
+
+Tensor.__iter__ = _iter
+Tensor.cuda = _cuda
 Tensor.retain_grad = _retain_grad
 Tensor.register_hook = lambda self, hook: engine.register_tensor_hook(self, hook)
 Tensor.backward = _backward

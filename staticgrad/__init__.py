@@ -19,7 +19,7 @@ from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, ar
                                    matmul, max, maximum, mean, min, minimum, mm, mul, multiply, mv, narrow, ne,
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
                                    softmax, split, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes,
-                                   t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze, where)
+                                   t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze)
 from staticgrad._eager.movement import (argsort, diag, diagonal, flip, fliplr, flipud, index_select, linspace,
                                        masked_select, nonzero, repeat_interleave, roll, sort, tile, topk, unflatten)
 from staticgrad._eager.einsum import einsum
@@ -127,13 +127,17 @@ from staticgrad._eager.scatter import (index_add, index_copy, index_fill, masked
 from staticgrad._eager.composites import (atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors,
                                           broadcast_to, cartesian_prod, column_stack, count_nonzero, diff, dsplit,
                                           dstack, equal, float_power, ger, hsplit, hstack, is_floating_point,
-                                          logspace, matrix_power, meshgrid, moveaxis, movedim, msort, outer,
+                                          logspace, matrix_power, meshgrid, moveaxis, movedim, msort, nan_to_num,
+                                          outer,
                                           positive, ravel, row_stack, select, signbit, swapdims, take_along_dim,
                                           tensor_split, tensordot, tril_indices, triu_indices, vander, vsplit,
-                                          vstack)
+                                          vstack, where)
 # Mixed precision (torch.amp) and the small device/determinism switches scripts call.
 from staticgrad import amp
 from staticgrad.amp import autocast, cpu
 from staticgrad.devices import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 
 cuda.amp = amp.cuda_amp
+# dtype facts (finfo, iinfo, promotion), torch.linalg's norms.
+from staticgrad import linalg
+from staticgrad._eager.type_info import can_cast, finfo, iinfo, promote_types, result_type

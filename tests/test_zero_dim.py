@@ -482,6 +482,10 @@ def _nn_more_cases():
 
 
 CASES += _nn_more_cases()
+CASES += [Case("F.rms_norm", lambda lib, a: lib.nn.functional.rms_norm(a, ()), [X]),
+          Case("F.rms_norm", lambda lib, a: lib.nn.functional.rms_norm(a, (1,)), [X]),
+          Case("Tensor.nan_to_num", lambda lib, a: (a / 0).nan_to_num(posinf=3.0), [X]),
+          Case("Tensor.nan_to_num_", lambda lib, a: (a * 1).nan_to_num_(), [X])]
 
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {

@@ -15,7 +15,7 @@ import numpy as np
 from staticgrad._eager import functions as fn
 from staticgrad._eager import movement
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.math_functions import copysign
 from staticgrad._eager.reductions_more import cumprod
 from staticgrad._eager.tensor import Size, Tensor, _normalize_dim
@@ -487,6 +487,26 @@ def triu_indices(row, col, offset=0, *, dtype=_dtypes.int64, device=None, layout
     return _triangle_indices(row, col, offset, dtype, True)
 
 
+def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None):
+    """torch.nan_to_num: NaN as ``nan``, +inf as ``posinf`` and -inf as ``neginf`` (default: the
+    dtype's largest and lowest values) (NanToNumBackward0)."""
+    fn.require_tensor(input, "nan_to_num")
+    return dispatch(OPS["nan_to_num"], (input,), {"nan": float(nan), "posinf": posinf, "neginf": neginf})
+
+
+def nan_to_num_(input, nan: float = 0.0, posinf=None, neginf=None):
+    return dispatch_inplace(OPS["nan_to_num"], input, (), {"nan": float(nan), "posinf": posinf, "neginf": neginf})
+
+
+def where(condition, input=None, other=None):
+    """torch.where: ``input`` where ``condition``, else ``other``; with the condition alone, the
+    indices of its nonzero elements (nonzero(as_tuple=True))."""
+    if input is None and other is None:
+        fn.require_tensor(condition, "where", "condition")
+        return movement.nonzero(condition, as_tuple=True)
+    return fn.where(condition, input, other)
+
+
 def positive(input):
     """torch.positive: the tensor itself (refused on bool, as PyTorch does)."""
     fn.require_tensor(input, "positive")
@@ -500,7 +520,8 @@ METHODS = {
     "outer": outer, "ger": ger, "tensor_split": tensor_split, "hsplit": hsplit, "vsplit": vsplit, "dsplit": dsplit,
     "select": select, "ravel": ravel, "take_along_dim": take_along_dim, "msort": msort, "diff": diff,
     "matrix_power": matrix_power, "float_power": float_power, "equal": equal, "count_nonzero": count_nonzero,
-    "signbit": signbit, "positive": positive, "ndimension": lambda self: self._data.ndim,
+    "signbit": signbit, "positive": positive, "nan_to_num": nan_to_num, "nan_to_num_": nan_to_num_,
+    "ndimension": lambda self: self._data.ndim,
     "byte": lambda self: fn.to_dtype(self, _dtypes.uint8), "char": lambda self: fn.to_dtype(self, _dtypes.int8),
     "short": lambda self: fn.to_dtype(self, _dtypes.int16),
 }

@@ -82,6 +82,7 @@ from staticgrad.nn.pooling import (
     MaxUnpool2d,
 )
 from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
+from staticgrad.nn.rms_norm import RMSNorm
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
 from staticgrad.nn.transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
@@ -158,6 +159,7 @@ __all__ = [
     "Parameter",
     "ParameterDict",
     "ParameterList",
+    "RMSNorm",
     "RNNCell",
     "ReLU",
     "ReLU6",

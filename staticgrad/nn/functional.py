@@ -138,6 +138,7 @@ from staticgrad.nn.pooling import (  # noqa: E402
     max_pool2d,
     max_unpool2d,
 )
+from staticgrad.nn.rms_norm import rms_norm  # noqa: E402
 from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402
 from staticgrad.nn.upsampling import interpolate  # noqa: E402

@@ -57,6 +57,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     bitwise,
     casts,
     group_norm,
+    math_more,
     math_ops,
     random_fill,
     random_more,

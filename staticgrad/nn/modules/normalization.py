@@ -2,5 +2,6 @@
 
 from staticgrad.nn.group_norm import GroupNorm
 from staticgrad.nn.normalization import LayerNorm
+from staticgrad.nn.rms_norm import RMSNorm
 
-__all__ = ["GroupNorm", "LayerNorm"]
+__all__ = ["GroupNorm", "LayerNorm", "RMSNorm"]

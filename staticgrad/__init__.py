@@ -14,14 +14,14 @@ from staticgrad._eager.creation import (arange, as_tensor, empty, empty_like, ey
                                  tensor, zeros, zeros_like)
 from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, argmin, bmm, cat, chunk,
                                    clone, concat, concatenate, detach, div, divide, dot, eq, exp, expand, flatten,
-                                   gather, ge, gt, le, log, masked_fill, log_softmax, logical_and, logical_not,
+                                   gather, ge, gt, le, log, log_softmax, logical_and, logical_not,
                                    logsumexp, lt,
                                    matmul, max, maximum, mean, min, minimum, mm, mul, multiply, mv, narrow, ne,
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
                                    softmax, split, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes,
-                                   t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze, where)
+                                   t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze)
 from staticgrad._eager.movement import (argsort, diag, diagonal, flip, fliplr, flipud, index_select, linspace,
-                                       masked_select, nonzero, repeat_interleave, roll, sort, topk, unflatten)
+                                       masked_select, nonzero, repeat_interleave, roll, sort, tile, topk, unflatten)
 from staticgrad._eager.einsum import einsum
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
@@ -83,6 +83,8 @@ from staticgrad._eager.math_functions import (
     atanh,
     ceil,
     clamp,
+    clamp_max,
+    clamp_min,
     clip,
     copysign,
     cos,
@@ -112,3 +114,30 @@ from staticgrad._eager.random_more import bernoulli, multinomial
 from staticgrad.precision import get_float32_matmul_precision, set_float32_matmul_precision
 # The default float dtype (staticgrad._eager.default_dtype).
 from staticgrad._eager.default_dtype import get_default_dtype, set_default_dtype
+# The legacy tensor types (LongTensor(3), isinstance(t, FloatTensor)) of old scripts.
+from staticgrad._eager.legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,
+                                            HalfTensor, IntTensor, LongTensor, ShortTensor)
+# Bitwise and logical functions (the operators & | ^ ~ << >> are Tensor methods).
+from staticgrad._eager.bitwise import (bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or,
+                                       bitwise_right_shift, bitwise_xor, logical_or, logical_xor)
+# Indexed writes: scatter, scatter_add, scatter_reduce, index_add/copy/fill, masked_fill with a tensor value.
+from staticgrad._eager.scatter import (index_add, index_copy, index_fill, masked_fill, scatter, scatter_add,
+                                       scatter_reduce)
+# Functions PyTorch composes from other ops, composed the same way (movedim, meshgrid, hstack...).
+from staticgrad._eager.composites import (atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors,
+                                          broadcast_to, cartesian_prod, column_stack, count_nonzero, diff, dsplit,
+                                          dstack, equal, float_power, ger, hsplit, hstack, is_floating_point,
+                                          logspace, matrix_power, meshgrid, moveaxis, movedim, msort, nan_to_num,
+                                          outer,
+                                          positive, ravel, row_stack, select, signbit, swapdims, take_along_dim,
+                                          tensor_split, tensordot, tril_indices, triu_indices, vander, vsplit,
+                                          vstack, where)
+# Mixed precision (torch.amp) and the small device/determinism switches scripts call.
+from staticgrad import amp
+from staticgrad.amp import autocast, cpu
+from staticgrad.devices import are_deterministic_algorithms_enabled, use_deterministic_algorithms
+
+cuda.amp = amp.cuda_amp
+# dtype facts (finfo, iinfo, promotion), torch.linalg's norms.
+from staticgrad import linalg
+from staticgrad._eager.type_info import can_cast, finfo, iinfo, promote_types, result_type

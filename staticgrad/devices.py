@@ -59,6 +59,15 @@ def _no_device(*args, **kwargs):
     raise RuntimeError("staticgrad runs on the CPU only: there is no CUDA device (check cuda.is_available() first)")
 
 
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Recorded only: every staticgrad kernel is deterministic already."""
+    _threads["deterministic"] = bool(mode)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _threads.get("deterministic", False)
+
+
 cuda = _module("staticgrad.cuda", "No CUDA devices: staticgrad runs on the CPU.", is_available=_false,
                device_count=_zero, current_device=_no_device, get_device_name=_no_device,
                manual_seed=lambda seed: None, manual_seed_all=lambda seed: None, synchronize=lambda device=None: None,

@@ -4,9 +4,12 @@ Loading reads arrays with ``allow_pickle=False`` and parses JSON: it never unpic
 runs code from the file (what PyTorch's ``weights_only=True`` promises).
 
 Other objects (a whole ``nn.Module``, an optimizer, any Python object) are pickled, as PyTorch's
-``save`` pickles anything; their tensors still go to ``.npy`` arrays. Such a file loads only with
-``load(f, weights_only=False)``, which unpickles and so can run code from the file: the default
-``weights_only=True`` refuses it with PyTorch's ``UnpicklingError`` before reading the pickle."""
+``save`` pickles anything; their tensors still go to ``.npy`` arrays. Such a file loads with
+``load(f, weights_only=False)``, which unpickles and so can run code from the file, or, with the
+default ``weights_only=True``, when every global its pickle names is allowlisted (``add_safe_globals``,
+``safe_globals``; see ``staticgrad.weights_only``). Otherwise the default load refuses it with
+PyTorch's ``UnpicklingError``: before reading the pickle when nothing is allowlisted, at the first
+global that is not allowed otherwise."""
 
 from __future__ import annotations
 
@@ -22,6 +25,18 @@ import numpy as np
 
 from staticgrad._eager.tensor import Tensor
 from staticgrad.nn.parameter import Parameter
+from staticgrad.weights_only import (
+    WeightsUnpickler,
+    add_safe_globals,
+    allowed_globals,
+    clear_safe_globals,
+    get_safe_globals,
+    safe_globals,
+    unsupported_global,
+    user_allowed,
+)
+
+__all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "load", "safe_globals", "save"]
 
 FORMAT = "staticgrad.save/1"
 _STRUCTURE = "structure.json"
@@ -103,10 +118,11 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
 
 class _Reader:
     def __init__(self, archive: zipfile.ZipFile, structure: dict, unpickle: bool = False, pickle_module=None,
-                 pickle_load_args=None):
+                 pickle_load_args=None, allowed: dict | None = None):
         self.archive = archive
         self.structure = structure
-        self.unpickle = unpickle  # only load(weights_only=False) reads a pickle
+        self.unpickle = unpickle  # load(weights_only=False), or a weights-only load with an allowlist, reads a pickle
+        self.allowed = allowed  # the globals a weights-only load may resolve (None: any, weights_only=False)
         self._tensors: dict[int, Tensor] = {}
         self._pickle_module = pickle_module or pickle
         self._pickle_load_args = pickle_load_args or {}
@@ -133,12 +149,16 @@ class _Reader:
         raise RuntimeError(f"staticgrad.load: unknown entry kind {kind!r} in the file's structure")
 
     def _unpickled(self) -> list:
-        """The file's pickled objects (only ``load(weights_only=False)`` gets here), tensors from the arrays."""
+        """The file's pickled objects, tensors from the arrays: any global with ``weights_only=False``,
+        only allowlisted ones in a weights-only load."""
         if not self.unpickle:
             raise _weights_only_refusal(self.structure)
         if self._objects is None:
-            unpickler = self._pickle_module.Unpickler(io.BytesIO(self.archive.read(_OBJECTS)),
-                                                      **self._pickle_load_args)
+            data = io.BytesIO(self.archive.read(_OBJECTS))
+            if self.allowed is None:
+                unpickler = self._pickle_module.Unpickler(data, **self._pickle_load_args)
+            else:
+                unpickler = WeightsUnpickler(data, self.allowed, **self._pickle_load_args)
             unpickler.persistent_load = self._tensor
             self._objects = unpickler.load()
         return self._objects
@@ -183,19 +203,15 @@ def _pickled_types(node) -> list:
 
 
 def _weights_only_refusal(structure) -> pickle.UnpicklingError:
-    kinds = ", ".join(dict.fromkeys(_pickled_types(structure["root"]))) or "Python objects"
-    return pickle.UnpicklingError(
-        "Weights only load failed. This file can still be loaded, to do so you have two options, do those steps "
-        "only if you trust the source of the checkpoint. \n\t(1) Re-running `staticgrad.load` with `weights_only` "
-        "set to `False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got "
-        "the file from a trusted source.\n\t(2) Alternatively, save only tensors and containers of them (for a "
-        "model, its state_dict()), which load with weights_only=True.\n\tWeightsUnpickler error: the file holds "
-        f"pickled objects ({kinds}), which a weights-only load never unpickles.")
+    """The refusal of a weights-only load with nothing allowlisted, naming the first pickled type."""
+    kinds = list(dict.fromkeys(_pickled_types(structure["root"])))
+    return unsupported_global(kinds[0] if kinds else "(a pickled object)")
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Read what ``save`` wrote; tensors load on the CPU. A file holding pickled objects (a whole
-    module...) loads only with ``weights_only=False``: the default (True, as in PyTorch) refuses it."""
+    module...) loads with ``weights_only=False``, or with the default (True, as in PyTorch) when every
+    global its pickle names is allowlisted (``safe_globals``); otherwise the default refuses it."""
     _check_map_location(map_location)
     if weights_only is None:
         weights_only = True
@@ -214,7 +230,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         structure = json.loads(archive.read(_STRUCTURE).decode())
         if structure.get("format") != FORMAT:
             raise RuntimeError(f"staticgrad.load: unknown format {structure.get('format')!r} (expected {FORMAT})")
-        if weights_only and (structure.get("pickled") or _OBJECTS in archive.namelist()):
+        pickled = structure.get("pickled") or _OBJECTS in archive.namelist()
+        if weights_only and pickled and not user_allowed():
             raise _weights_only_refusal(structure)
-        reader = _Reader(archive, structure, not weights_only, pickle_module, pickle_load_args)
+        reader = _Reader(archive, structure, not weights_only or bool(pickled), pickle_module, pickle_load_args,
+                         allowed_globals() if weights_only else None)
         return reader.decode(structure["root"])

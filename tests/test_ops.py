@@ -243,6 +243,13 @@ def _sample_call(name):
         return [a, b], {}
     if name == "pow":
         return [P(3, 4), b], {}
+    if name.startswith("bitwise_"):  # integer-only ops
+        ints = np.arange(12, dtype=np.int64).reshape(3, 4)
+        if name == "bitwise_not":
+            return [ints], {}
+        return ([ints], {"other": 3}) if name.endswith("_scalar") else ([ints, ints[::-1] % 5], {})
+    if name in {"logical_or", "logical_xor"}:
+        return [a, b], {}
     if name.endswith("_scalar") and name not in {"rpow_scalar", "pow_scalar"}:
         return [a], {"other": 1.5}
     if name == "pow_scalar":

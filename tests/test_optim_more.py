@@ -1,4 +1,4 @@
-"""RMSprop, Adagrad and Adadelta against torch.optim from identical weights, their state dicts,
+"""RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam against torch.optim from identical weights, their state dicts,
 and under @compile (replay equals eager bit for bit, a new lr re-read without retracing)."""
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ CASES = [
     ("Adagrad", {}), ("Adagrad", dict(lr_decay=0.1, weight_decay=0.05, initial_accumulator_value=0.2)),
     ("Adagrad", dict(maximize=True, eps=1e-6)),
     ("Adadelta", {}), ("Adadelta", dict(rho=0.8, weight_decay=0.1, maximize=True, lr=0.5)),
+    ("Adamax", {}), ("Adamax", dict(lr=0.01, betas=(0.8, 0.95), weight_decay=0.1, maximize=True, eps=1e-6)),
+    ("NAdam", {}), ("NAdam", dict(weight_decay=0.1, momentum_decay=0.01)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("RAdam", {}), ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1)),
+    ("RAdam", dict(weight_decay=0.1, decoupled_weight_decay=True, maximize=True, eps=1e-6)),
 ]
 IDS = [name + "-" + ("-".join(kwargs) or "defaults") for name, kwargs in CASES]
 
@@ -43,7 +48,10 @@ def test_matches_torch_over_ten_steps(name, kwargs, dtype):
 
 
 @pytest.mark.parametrize("name,kwargs", [("RMSprop", dict(lr=-1)), ("Adagrad", dict(lr_decay=-1)),
-                                         ("Adadelta", dict(rho=1.5)), ("RMSprop", dict(alpha=-0.1))])
+                                         ("Adadelta", dict(rho=1.5)), ("RMSprop", dict(alpha=-0.1)),
+                                         ("Adamax", dict(betas=(1.0, 0.9))), ("NAdam", dict(momentum_decay=-1)),
+                                         ("NAdam", dict(eps=-1)), ("RAdam", dict(weight_decay=-1)),
+                                         ("RAdam", dict(lr=-0.1))])
 def test_bad_hyperparameters_raise_like_torch(name, kwargs):
     with pytest.raises(ValueError) as t_error:
         getattr(torch.optim, name)([torch.zeros(1, requires_grad=True)], **kwargs)

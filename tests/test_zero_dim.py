@@ -379,6 +379,114 @@ def _group_norm_cases():
 
 CASES += _group_norm_cases()
 
+
+def _bitwise_cases():
+    """The bitwise ops on 0-dim integer and boolean tensors (no gradient), logical_or/xor on floats."""
+    six, three, yes = np.array(6), np.array(3), np.array(True)
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [six, three])
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [six, np.array([1, 2])])
+        yield Case(f"Tensor.{name}_", lambda lib, a, b, n=name: getattr(a.clone(), n + "_")(b), [six, three])
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a, n)(2), [six])
+    yield Case("Tensor.bitwise_and", lambda lib, a, b: a.bitwise_and(b), [yes, np.array(False)])
+    yield Case("Tensor.bitwise_not", lambda lib, a: a.bitwise_not(), [six])
+    yield Case("Tensor.bitwise_not", lambda lib, a: a.bitwise_not(), [yes])
+    yield Case("Tensor.bitwise_not_", lambda lib, a: a.clone().bitwise_not_(), [six])
+    for name in ("logical_or", "logical_xor"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, np.array(0.0)])
+
+
+CASES += _bitwise_cases()
+
+
+def _repeat_cases():
+    yield Case("Tensor.repeat", lambda lib, a: a.repeat(3), [X])
+    yield Case("Tensor.repeat", lambda lib, a: a.repeat(2, 2), [X])
+    yield Case("Tensor.repeat", lambda lib, a: a.repeat(()), [X])
+    yield Case("Tensor.tile", lambda lib, a: a.tile(2), [X])
+    yield Case("Tensor.tile", lambda lib, a: a.tile(()), [X])
+
+
+CASES += _repeat_cases()
+
+
+def _scatter_cases():
+    """Indexed writes into a 0-dim tensor (its one element, index 0) and from 0-dim sources."""
+    zero = np.array(0)
+    yield Case("Tensor.scatter", lambda lib, a, b, i: a.scatter(0, i, b), [X, Y, zero])
+    yield Case("Tensor.scatter", lambda lib, a, i: a.scatter(0, i, 2.0), [X, zero])
+    yield Case("Tensor.scatter_", lambda lib, a, b, i: (a * 1).scatter_(0, i, b), [X, Y, zero])
+    yield Case("Tensor.scatter_add", lambda lib, a, b, i: a.scatter_add(-1, i, b), [X, Y, zero])
+    yield Case("Tensor.scatter_add_", lambda lib, a, b, i: (a * 1).scatter_add_(0, i, b), [X, Y, zero])
+    for reduce in ("sum", "prod", "mean", "amax"):
+        yield Case("Tensor.scatter_reduce", lambda lib, a, b, i, r=reduce: a.scatter_reduce(0, i, b, r), [X, Y, zero])
+    yield Case("Tensor.scatter_reduce_", lambda lib, a, b, i: (a * 1).scatter_reduce_(0, i, b, "sum"), [X, Y, zero])
+    yield Case("Tensor.index_add", lambda lib, a, b, i: a.index_add(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_add", lambda lib, a, b, i: a.index_add(0, i, b), [ROW, Y, zero])
+    yield Case("Tensor.index_add_", lambda lib, a, b, i: (a * 1).index_add_(0, i, b, alpha=2), [X, Y, zero])
+    yield Case("Tensor.index_copy", lambda lib, a, b, i: a.index_copy(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_copy_", lambda lib, a, b, i: (a * 1).index_copy_(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_fill", lambda lib, a, i: a.index_fill(0, i, 2.0), [X, zero])
+    yield Case("Tensor.index_fill", lambda lib, a, b, i: a.index_fill(0, i, b), [X, Y, zero])
+    yield Case("Tensor.index_fill_", lambda lib, a, i: (a * 1).index_fill_(0, i, 2.0), [X, zero])
+
+
+CASES += _scatter_cases()
+
+
+def _composite_cases():
+    """The functions composed from other ops, on 0-dim tensors (several raise PyTorch's errors)."""
+    yield Case("F.relu_", lambda lib, a: lib.nn.functional.relu_(a * 1), [X])
+    yield Case("Tensor.broadcast_to", lambda lib, a: a.broadcast_to((2, 3)), [X])
+    for name in ("byte", "char", "short"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 10, n)(), [P])
+    for name in ("clamp_min", "clamp_max"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a, n)(0.5), [X])
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
+        yield Case(f"Tensor.{name}_", lambda lib, a, n=name: getattr(a * 1, n + "_")(0.5), [X])
+    yield Case("Tensor.count_nonzero", lambda lib, a: a.count_nonzero(), [X])
+    yield Case("Tensor.diff", lambda lib, a: a.diff(), [X])
+    yield Case("Tensor.equal", lambda lib, a, b: lib.tensor(a.equal(b)), [X, Y])
+    yield Case("Tensor.float_power", lambda lib, a: a.float_power(2), [X])
+    yield Case("Tensor.ger", lambda lib, a, b: a.ger(b), [X, Y])
+    yield Case("Tensor.outer", lambda lib, a, b: a.outer(b), [X, ROW])
+    for name in ("hsplit", "vsplit", "dsplit", "tensor_split"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a, n)(1), [X])
+    yield Case("Tensor.matrix_power", lambda lib, a: a.matrix_power(2), [X])
+    yield Case("Tensor.movedim", lambda lib, a: a.movedim(0, 0), [X])
+    yield Case("Tensor.moveaxis", lambda lib, a: a.moveaxis(-1, 0), [X])
+    yield Case("Tensor.msort", lambda lib, a: a.msort(), [X])
+    yield Case("Tensor.ndimension", lambda lib, a: lib.tensor(a.ndimension()), [X])
+    yield Case("Tensor.positive", lambda lib, a: a.positive(), [X])
+    yield Case("Tensor.ravel", lambda lib, a: a.ravel(), [X])
+    yield Case("Tensor.select", lambda lib, a: a.select(0, 0), [X])
+    yield Case("Tensor.signbit", lambda lib, a: a.signbit(), [X])
+    yield Case("Tensor.swapdims", lambda lib, a: a.swapdims(0, -1), [X])
+    yield Case("Tensor.take_along_dim", lambda lib, a: a.take_along_dim(lib.tensor(0)), [X])
+    yield Case("Tensor.take_along_dim", lambda lib, a: a.take_along_dim(lib.tensor(0), 0), [X])
+
+
+CASES += _composite_cases()
+
+
+def _nn_more_cases():
+    yield Case("F.dropout1d", lambda lib, a: lib.nn.functional.dropout1d(a, 0.5, training=False), [X])
+    yield Case("F.dropout3d", lambda lib, a: lib.nn.functional.dropout3d(a, 0.0), [X])
+    yield Case("F.hardshrink", lambda lib, a: lib.nn.functional.hardshrink(a, 0.2), [X])
+    yield Case("F.softshrink", lambda lib, a: lib.nn.functional.softshrink(a, 0.2), [X])
+    yield Case("F.tanhshrink", lambda lib, a: lib.nn.functional.tanhshrink(a), [X])
+    yield Case("F.softmin", lambda lib, a: lib.nn.functional.softmin(a, 0), [X])
+    yield Case("F.prelu", lambda lib, a, w: lib.nn.functional.prelu(a, w), [X, np.array([0.25])])
+    yield Case("F.threshold", lambda lib, a: lib.nn.functional.threshold(a, 0.5, -1.0), [X])
+    yield Case("F.threshold_", lambda lib, a: lib.nn.functional.threshold_(a * 1, 0.1, -1.0), [X])
+
+
+CASES += _nn_more_cases()
+CASES += [Case("F.rms_norm", lambda lib, a: lib.nn.functional.rms_norm(a, ()), [X]),
+          Case("F.rms_norm", lambda lib, a: lib.nn.functional.rms_norm(a, (1,)), [X]),
+          Case("Tensor.nan_to_num", lambda lib, a: (a / 0).nan_to_num(posinf=3.0), [X]),
+          Case("Tensor.nan_to_num_", lambda lib, a: (a * 1).nan_to_num_(), [X])]
+
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
@@ -389,6 +497,8 @@ KNOWN_ELSEWHERE = {
 # Double backward differs for reasons that are not about 0-dim tensors.
 FIRST_ORDER_ONLY = {
     "F.hardsigmoid": "PyTorch has no derivative of hardsigmoid_backward (staticgrad raises the same error)",
+    "F.hardshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
+    "F.softshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
 }
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from staticgrad._eager.arguments import as_scalar
 from staticgrad._eager.dispatch import dispatch
-from staticgrad._eager.generator import draw_source
+from staticgrad._eager.generator import default_generator, draw_source
 from staticgrad._eager.sizes import check_size, factory_size, given, invalid_arguments, sequence_size
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
@@ -70,11 +70,17 @@ def _collect_dtypes(data, found: set) -> None:
 _PYTHON_NUMBERS = frozenset((float, int, bool))
 
 
-def _unwrap(data):
+def _unwrap(data, inside: bool = False):
+    """``data`` with its tensors as arrays; a tensor inside a list must hold one element (PyTorch
+    reads it as a number)."""
     if isinstance(data, Tensor):
+        if inside:
+            if data._data.size != 1:
+                raise ValueError("only one element tensors can be converted to Python scalars")
+            return data._data.reshape(())[()]
         return data._data
     if isinstance(data, (list, tuple)):
-        return [_unwrap(d) for d in data]
+        return [_unwrap(d, True) for d in data]
     return data
 
 
@@ -89,8 +95,15 @@ def tensor(data, *, dtype=None, requires_grad=False, device=None) -> Tensor:
     if tracer is not None:
         tracer.on_constant(t, "staticgrad.tensor(array)" if from_array else None)
     if requires_grad:
-        t.requires_grad_(True)
+        _require_grad(t)
     return t
+
+
+def _require_grad(t: Tensor) -> None:
+    """``requires_grad=True`` given to a constructor, with PyTorch's constructor wording."""
+    if t._data.dtype.kind != "f":
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+    t.requires_grad_(True)
 
 
 as_tensor = tensor
@@ -111,7 +124,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
 def _factory(op_name: str, requires_grad: bool, **attrs) -> Tensor:
     t = dispatch(OPS[op_name], (), attrs)
     if requires_grad:
-        t.requires_grad_(True)
+        _require_grad(t)
     return t
 
 
@@ -237,9 +250,11 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
     return _factory("randperm", requires_grad, n=n, dtype=_np_dtype(dtype, np.dtype(np.int64)), **_source(generator))
 
 
-def manual_seed(seed: int) -> None:
-    """Seed the generator every random op draws from (eager and replayed alike)."""
+def manual_seed(seed: int):
+    """Seed the generator every random op draws from (eager and replayed alike); returns it, as
+    PyTorch returns its default generator."""
     _manual_seed(seed)
+    return default_generator
 
 
 def seed_of() -> int:

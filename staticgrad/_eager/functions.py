@@ -138,8 +138,22 @@ def _unary(name, public=None):
     return fn
 
 
-neg = _unary("neg")
-negative = _unary("neg", "negative")
+def _negation(public: str):
+    """torch.neg / negative: refused on bool tensors with PyTorch's message."""
+    unary = _unary("neg", public)
+
+    def fn(input):
+        if isinstance(input, Tensor) and input._data.dtype.kind == "b":
+            raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                               "invert a mask, use the `~` or `logical_not()` operator instead.")
+        return unary(input)
+
+    fn.__name__ = fn.__qualname__ = public
+    return fn
+
+
+neg = _negation("neg")
+negative = _negation("negative")
 exp = _unary("exp")
 log = _unary("log")
 tanh = _unary("tanh")
@@ -292,6 +306,17 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 
 
+def _check_nonempty(name: str, input, dim) -> None:
+    """PyTorch's errors for max/min over no elements."""
+    shape = input._data.shape
+    if dim is None:
+        if input._data.size == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                               "reduction dim with the 'dim' argument.")
+    elif shape and shape[_normalize_dim(dim, len(shape))] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {_normalize_dim(dim, len(shape))} to have non-zero size.")
+
+
 def max(input, dim=None, keepdim=False, *, axis=None):
     require_tensor(input, "max")
     if axis is not None:  # PyTorch's alias of dim
@@ -300,6 +325,7 @@ def max(input, dim=None, keepdim=False, *, axis=None):
         dim = axis
     if isinstance(dim, Tensor):
         return maximum(input, dim)
+    _check_nonempty("max", input, dim)
     if dim is None:
         return dispatch(_op("amax"), (input,), {"dim": None, "keepdim": False})
     attrs = {"dim": _normalize_dim(dim, input._data.ndim), "keepdim": keepdim}
@@ -315,6 +341,7 @@ def min(input, dim=None, keepdim=False, *, axis=None):
         dim = axis
     if isinstance(dim, Tensor):
         return minimum(input, dim)
+    _check_nonempty("min", input, dim)
     if dim is None:
         return dispatch(_op("amin"), (input,), {"dim": None, "keepdim": False})
     attrs = {"dim": _normalize_dim(dim, input._data.ndim), "keepdim": keepdim}
@@ -784,13 +811,10 @@ _CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Hal
                    "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char"}
 
 
-def _mask_attrs(mask, value) -> dict:
+def mask_attrs(mask, value) -> dict:
     if mask._data.dtype.kind != "b":
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_CPP_TYPE_NAMES.get(mask._data.dtype.name, mask._data.dtype.name)}")
-    if isinstance(value, Tensor):
-        raise NotImplementedError("staticgrad's masked_fill takes a Python number as value; for a tensor value "
-                                  "use staticgrad.where(mask, value, input)")
     return {"value": as_scalar(value)}
 
 
@@ -798,11 +822,11 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where ``mask`` is True, ``input`` elsewhere (MaskedFillBackward0)."""
     require_tensor(input, "masked_fill")
     require_tensor(mask, "masked_fill", "mask", 2)
-    return dispatch(OPS["masked_fill"], (input, mask), _mask_attrs(mask, value))
+    return dispatch(OPS["masked_fill"], (input, mask), mask_attrs(mask, value))
 
 
 def masked_fill_(input: Tensor, mask: Tensor, value) -> Tensor:
-    return dispatch_inplace(OPS["masked_fill"], input, (mask,), _mask_attrs(mask, value))
+    return dispatch_inplace(OPS["masked_fill"], input, (mask,), mask_attrs(mask, value))
 
 
 def _triangle(name: str):

@@ -11,6 +11,7 @@ from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.functions import expand, full_like_scalar, reshape, to_dtype, unsqueeze
 from staticgrad._eager.tensor import Tensor, _read_guard
+from staticgrad._state import Tracing
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.shape import _build_index as build_index
@@ -53,6 +54,9 @@ def _normalize(index):
             item = int(item)
         elif isinstance(item, Tensor) and item._data.dtype.kind not in "iub":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        elif (isinstance(item, Tensor) and item._data.ndim == 0 and item._data.dtype.kind in "iu"
+              and Tracing.tracer is None):
+            item = int(item._data)  # a 0-dim integer tensor indexes as its int (a select), as in PyTorch
         items.append(item)
     return items
 

@@ -245,6 +245,36 @@ FUNCTIONS["norm"] = norm
 
 
 
+def clamp_min(input, min):
+    """torch.clamp_min: clamp with a lower bound only (ClampMinBackward0; a tensor bound: ClampMinBackward1)."""
+    if isinstance(min, Tensor):
+        fn.require_tensor(input, "clamp_min")
+        return dispatch(OPS["clamp_min_tensor"], (input, min), {"has_min": True, "has_max": False})
+    fn.require_tensor(input, "clamp_min")
+    return dispatch(OPS["clamp_min"], (input,), {"min": as_scalar(min), "max": None})
+
+
+def clamp_max(input, max):
+    """torch.clamp_max: clamp with an upper bound only (ClampMaxBackward0; a tensor bound: ClampMaxBackward1)."""
+    if isinstance(max, Tensor):
+        fn.require_tensor(input, "clamp_max")
+        return dispatch(OPS["clamp_max_tensor"], (input, max), {"has_min": False, "has_max": True})
+    fn.require_tensor(input, "clamp_max")
+    return dispatch(OPS["clamp_max"], (input,), {"min": None, "max": as_scalar(max)})
+
+
+def clamp_min_(input, min):
+    if isinstance(min, Tensor):
+        return dispatch_inplace(OPS["clamp_min_tensor"], input, (min,), {"has_min": True, "has_max": False})
+    return dispatch_inplace(OPS["clamp_min"], input, (), {"min": as_scalar(min), "max": None})
+
+
+def clamp_max_(input, max):
+    if isinstance(max, Tensor):
+        return dispatch_inplace(OPS["clamp_max_tensor"], input, (max,), {"has_min": False, "has_max": True})
+    return dispatch_inplace(OPS["clamp_max"], input, (), {"min": None, "max": as_scalar(max)})
+
+
 def clamp(input, min=None, max=None):
     """torch.clamp (clip): bounds are numbers (ClampBackward1) or tensors that broadcast (ClampBackward0)."""
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -274,8 +304,8 @@ def clamp_(input, min=None, max=None):
 
 
 clip = clamp
-FUNCTIONS.update(clamp=clamp, clip=clamp)
-INPLACE.update(clamp_=clamp_, clip_=clamp_)
+FUNCTIONS.update(clamp=clamp, clip=clamp, clamp_min=clamp_min, clamp_max=clamp_max)
+INPLACE.update(clamp_=clamp_, clip_=clamp_, clamp_min_=clamp_min_, clamp_max_=clamp_max_)
 
 # Tensor methods: every function above as a method, and the in-place forms.
 METHODS = {**FUNCTIONS, **INPLACE}

@@ -73,7 +73,6 @@ METHODS = {
     "__pow__": fn.pow, "__rpow__": _reflect(fn.pow), "__matmul__": fn.matmul, "__rmatmul__": _reflect(fn.matmul),
     "__neg__": fn.neg, "__abs__": fn.abs,
     "__eq__": fn.eq, "__ne__": fn.ne, "__lt__": fn.lt, "__le__": fn.le, "__gt__": fn.gt, "__ge__": fn.ge,
-    "__and__": fn.logical_and, "__invert__": fn.logical_not,
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
     # math
     "add": fn.add, "sub": fn.sub, "mul": fn.mul, "div": fn.div, "true_divide": fn.div, "pow": fn.pow,
@@ -122,6 +121,7 @@ METHODS["detach_"] = _detach_
 METHODS.update({
     "flip": lambda self, *dims: movement.flip(self, dims[0] if len(dims) == 1 else dims),
     "fliplr": movement.fliplr, "flipud": movement.flipud, "roll": movement.roll, "diagonal": movement.diagonal,
+    "repeat": movement.repeat, "tile": movement._tile_method,
     "diag": movement.diag, "unfold": movement.unfold, "unflatten": movement.unflatten,
     "repeat_interleave": movement.repeat_interleave, "index_select": movement.index_select,
     "sort": movement.sort, "argsort": movement.argsort, "topk": movement.topk,
@@ -172,6 +172,19 @@ def _call_node(self, *grads):
     return result[0] if len(result) == 1 else result
 
 
+def _iter(self):
+    """Iterating a tensor unbinds its first dim (one UnbindBackward0 node for all rows, as PyTorch)."""
+    if self._data.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(fn.unbind(self, 0))
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    raise AssertionError("Torch not compiled with CUDA enabled")
+
+
+Tensor.__iter__ = _iter
+Tensor.cuda = _cuda
 Tensor.retain_grad = _retain_grad
 Tensor.register_hook = lambda self, hook: engine.register_tensor_hook(self, hook)
 Tensor.backward = _backward
@@ -180,14 +193,18 @@ Node.__call__ = _call_node
 
 
 # Methods defined next to their functions: elementwise math, reductions and scans, casts and remainders,
-# Tensor.new_* and the random refills.
+# Tensor.new_* and the random refills, the bitwise and logical operators, the indexed writes (scatter...).
+from staticgrad._eager import bitwise as _bitwise  # noqa: E402
 from staticgrad._eager import casts as _casts  # noqa: E402
+from staticgrad._eager import composites as _composites  # noqa: E402
 from staticgrad._eager import reductions_more as _reductions_more  # noqa: E402
 from staticgrad._eager.math_functions import METHODS as _MATH_METHODS  # noqa: E402
 from staticgrad._eager.new_factories import METHODS as _NEW_METHODS  # noqa: E402
 from staticgrad._eager.random_inplace import METHODS as _RANDOM_METHODS  # noqa: E402
+from staticgrad._eager.scatter import METHODS as _SCATTER_METHODS  # noqa: E402
 
-for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS, _NEW_METHODS, _RANDOM_METHODS):
+for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS, _NEW_METHODS, _RANDOM_METHODS,
+               _bitwise.METHODS, _SCATTER_METHODS, _composites.METHODS):
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)

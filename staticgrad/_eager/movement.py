@@ -1,4 +1,4 @@
-"""PyTorch's data-movement functions over the op table: flip, roll, diagonal, diag, unfold,
+"""PyTorch's data-movement functions over the op table: flip, roll, repeat, tile, diagonal, diag, unfold,
 unflatten, repeat_interleave, index_select, sort, argsort, topk, masked_select, nonzero, one_hot,
 linspace and F.pad. Ops whose result size depends on tensor values read those values into Python
 (refused while tracing, as ``.item()`` is): a replay must never reuse a size seen on other data."""
@@ -60,6 +60,50 @@ def roll(input, shifts, dims=None):
         raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     dims = tuple(_normalize_dim(d, ndim) for d in dims)
     return dispatch(OPS["roll"], (input,), {"shifts": shifts if dims else shifts[:1], "dims": dims})
+
+
+def _int_tuple(values, fn: str, arg: str) -> tuple:
+    for i, v in enumerate(values):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{fn}(): argument '{arg}' (position 1) must be tuple of ints, but found element of "
+                            f"type {type(v).__name__} at pos {i}")
+    return tuple(values)
+
+
+def repeat(input, *repeats):
+    """Tensor.repeat: the tensor tiled ``repeats`` times along each dim, new leading dims first
+    (RepeatBackward0, whose backward sums the tiles)."""
+    if not repeats:
+        raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
+    if len(repeats) == 1 and isinstance(repeats[0], (list, tuple)):
+        repeats = repeats[0]
+    repeats = _int_tuple(repeats, "repeat", "repeats")
+    shape = input._data.shape
+    if len(repeats) < len(shape):
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           "tensor")
+    padded = (1,) * (len(repeats) - len(shape)) + shape
+    target = [r * n for r, n in zip(repeats, padded)]
+    negative = [n for n in target if n < 0]
+    if negative:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {negative[0]}: {target}")
+    return dispatch(OPS["repeat"], (input,), {"repeats": repeats})
+
+
+def tile(input, dims):
+    """torch.tile: repeat, with ``dims`` padded by leading ones when shorter than the tensor's rank."""
+    fn.require_tensor(input, "tile")
+    if not isinstance(dims, (list, tuple)):
+        raise TypeError(f"tile(): argument 'dims' (position 2) must be tuple of ints, not {type(dims).__name__}")
+    dims = _int_tuple(dims, "tile", "dims")
+    ndim = input._data.ndim
+    return repeat(input, (1,) * (ndim - len(dims)) + dims)
+
+
+def _tile_method(self, *dims):
+    if not dims:
+        raise TypeError('tile() missing 1 required positional arguments: "dims"')
+    return tile(self, dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims)
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

@@ -3,6 +3,9 @@
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from staticgrad._eager.node import AccumulateGrad, Node
+from staticgrad.autograd import function
+from staticgrad.autograd.function import Function, FunctionCtx, once_differentiable
+from staticgrad.autograd.variable import Variable
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -18,12 +21,17 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 __all__ = [
     "AccumulateGrad",
+    "Function",
+    "FunctionCtx",
     "Node",
+    "Variable",
     "backward",
     "enable_grad",
+    "function",
     "grad",
     "inference_mode",
     "is_grad_enabled",
     "no_grad",
+    "once_differentiable",
     "set_grad_enabled",
 ]

@@ -18,9 +18,10 @@ from staticgrad.nn.activations import (
     Softplus,
     Softsign,
 )
+from staticgrad.nn.activations_more import Hardshrink, PReLU, Softmax2d, Softmin, Softshrink, Tanhshrink, Threshold
 from staticgrad.nn.attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from staticgrad.nn.channel_dropout import Dropout2d
+from staticgrad.nn.channel_dropout import Dropout1d, Dropout2d, Dropout3d
 from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from staticgrad.nn.dropout import Dropout
 from staticgrad.nn.group_norm import GroupNorm
@@ -38,6 +39,7 @@ from staticgrad.nn.layers import (
     Sigmoid,
     Softmax,
     Tanh,
+    Unflatten,
 )
 from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.loss_more import (
@@ -51,7 +53,25 @@ from staticgrad.nn.loss_more import (
 )
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
+from staticgrad.nn.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from staticgrad.nn.parameter import Parameter
+from staticgrad.nn.parameter_containers import ParameterDict, ParameterList
 from staticgrad.nn.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -62,6 +82,7 @@ from staticgrad.nn.pooling import (
     MaxUnpool2d,
 )
 from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
+from staticgrad.nn.rms_norm import RMSNorm
 from staticgrad.nn.rnn import LSTM, LSTMCell
 from staticgrad.nn.sparse import Embedding
 from staticgrad.nn.transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
@@ -85,6 +106,12 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "CircularPad1d",
+    "CircularPad2d",
+    "CircularPad3d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "ConstantPad3d",
     "Conv1d",
     "Conv2d",
     "Conv3d",
@@ -94,11 +121,14 @@ __all__ = [
     "CosineSimilarity",
     "CrossEntropyLoss",
     "Dropout",
+    "Dropout1d",
     "Dropout2d",
+    "Dropout3d",
     "Embedding",
     "Flatten",
     "GRUCell",
     "GroupNorm",
+    "Hardshrink",
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
@@ -125,28 +155,51 @@ __all__ = [
     "ModuleList",
     "MultiheadAttention",
     "NLLLoss",
+    "PReLU",
     "Parameter",
+    "ParameterDict",
+    "ParameterList",
+    "RMSNorm",
     "RNNCell",
     "ReLU",
     "ReLU6",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReflectionPad3d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "ReplicationPad3d",
     "Sequential",
     "SiLU",
     "Sigmoid",
     "SmoothL1Loss",
     "Softmax",
+    "Softmax2d",
+    "Softmin",
     "Softplus",
+    "Softshrink",
     "Softsign",
     "Tanh",
+    "Tanhshrink",
+    "Threshold",
     "Transformer",
     "TransformerDecoder",
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerEncoderLayer",
+    "Unflatten",
     "Upsample",
     "UpsamplingBilinear2d",
     "UpsamplingNearest2d",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ZeroPad3d",
     "functional",
     "init",
+    "modules",
     "parallel",
     "utils",
 ]
+
+# PyTorch's module paths for the classes above (torch.nn.modules.linear.Linear is torch.nn.Linear).
+from staticgrad.nn import modules

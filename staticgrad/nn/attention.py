@@ -12,7 +12,7 @@ from staticgrad._eager.creation import empty
 from staticgrad.nn import functional as F
 from staticgrad.nn import init
 from staticgrad.nn.dropout import Dropout, dropout
-from staticgrad.nn.layers import Linear, ModuleList
+from staticgrad.nn.layers import Linear, ModuleList, NonDynamicallyQuantizableLinear
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
 from staticgrad.nn.parameter import Parameter
@@ -54,7 +54,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.bias_k = self.bias_v = None
         self.add_zero_attn = False
         self._reset_parameters()

@@ -4,7 +4,8 @@
 
 A plain conv2d (no dilation, no groups) keeps its own op, ``conv2d`` (staticgrad.nn.conv).
 padding="same" with an even effective kernel pads the input's far side by one more zero first,
-as PyTorch does. padding_mode other than "zeros" is refused with a NotImplementedError.
+as PyTorch does. padding_mode "reflect", "replicate" or "circular" pads the input with F.pad and
+convolves with no padding, as PyTorch's modules do.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import empty, zeros
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.movement import pad
 from staticgrad.nn import conv as plain
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
@@ -206,9 +208,6 @@ class _ConvNd(Module):
                              f"padding_mode='{padding_mode}'")
         if self.transposed and padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {kind}')
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"staticgrad's {kind} does not support padding_mode (got {padding_mode!r}); "
-                                      f"use padding_mode='zeros' (the default), padding the input beforehand")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _module_tuple(kernel_size, dims, "kernel_size")
         self.stride = _module_tuple(stride, dims, "stride")
@@ -223,6 +222,7 @@ class _ConvNd(Module):
             self.padding = _module_tuple(padding, dims, "padding")
         self.output_padding = _module_tuple(output_padding, dims, "output_padding")
         self.groups, self.padding_mode = groups, padding_mode
+        self._reversed_padding_repeated_twice = self._pad_sides()
         if self.transposed:
             shape = (in_channels, out_channels // groups, *self.kernel_size)
         else:
@@ -233,6 +233,27 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+
+    def _pad_sides(self) -> tuple:
+        """F.pad's (left, right) pairs, last dim first, that padding_mode pads with ("same": the total
+        padding each dim needs, the extra one on the right)."""
+        if self.padding == "valid":
+            return (0, 0) * self.dims
+        sides = []
+        for k in reversed(range(self.dims)):
+            if self.padding == "same":
+                total = self.dilation[k] * (self.kernel_size[k] - 1)
+                sides += [total // 2, total - total // 2]
+            else:
+                sides += [self.padding[k], self.padding[k]]
+        return tuple(sides)
+
+    def _convolve(self, function, input):
+        """``function`` (conv1d/2d/3d) on the input, padded first by padding_mode when it is not zeros."""
+        if self.padding_mode != "zeros":
+            padded = pad(input, self._reversed_padding_repeated_twice, self.padding_mode)
+            return function(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return function(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def reset_parameters(self) -> None:
         init.reset_weight_and_bias(self.weight, self.bias)
@@ -261,7 +282,7 @@ class Conv1d(_ConvNd):
     dims = 1
 
     def forward(self, input):
-        return conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._convolve(conv1d, input)
 
 
 class Conv2d(_ConvNd):
@@ -270,7 +291,7 @@ class Conv2d(_ConvNd):
     dims = 2
 
     def forward(self, input):
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._convolve(conv2d, input)
 
 
 class Conv3d(_ConvNd):
@@ -279,7 +300,7 @@ class Conv3d(_ConvNd):
     dims = 3
 
     def forward(self, input):
-        return conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._convolve(conv3d, input)
 
 
 class _ConvTransposeNd(_ConvNd):

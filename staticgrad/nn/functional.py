@@ -8,10 +8,20 @@ from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.movement import one_hot, pad
 from staticgrad._eager.tensor import Tensor
+from staticgrad.nn.reduction import legacy_reduction as _legacy_reduction
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
-relu = fn.relu
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """F.relu: max(input, 0), in place with ``inplace=True`` (ReluBackward0)."""
+    return fn.relu_(input) if inplace else fn.relu(input)
+
+
+def relu_(input: Tensor) -> Tensor:
+    return fn.relu_(input)
+
+
 tanh = fn.tanh
 sigmoid = fn.sigmoid
 softmax = fn.softmax
@@ -58,6 +68,7 @@ def _add_bias(output: Tensor, bias: Tensor) -> Tensor:
 
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "mse_loss")
     fn.require_tensor(target, "mse_loss", "target", 2)
     if tuple(target._data.shape) != tuple(input._data.shape):
@@ -92,8 +103,17 @@ from staticgrad.nn.activations import (  # noqa: E402
     softplus,
     softsign,
 )
+from staticgrad.nn.activations_more import (  # noqa: E402
+    hardshrink,
+    prelu,
+    softmin,
+    softshrink,
+    tanhshrink,
+    threshold,
+    threshold_,
+)
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
-from staticgrad.nn.channel_dropout import dropout2d  # noqa: E402
+from staticgrad.nn.channel_dropout import dropout1d, dropout2d, dropout3d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.group_norm import group_norm  # noqa: E402
@@ -118,6 +138,7 @@ from staticgrad.nn.pooling import (  # noqa: E402
     max_pool2d,
     max_unpool2d,
 )
+from staticgrad.nn.rms_norm import rms_norm  # noqa: E402
 from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402
 from staticgrad.nn.upsampling import interpolate  # noqa: E402

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
-from staticgrad._eager.creation import _factory, empty
+import numpy as np
+
+from staticgrad._eager.creation import _factory, empty, randperm
+from staticgrad._eager.creation import tensor as tensor_from
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad.nn.parameter import Parameter
 
@@ -78,6 +81,82 @@ def xavier_uniform_(tensor, gain: float = 1.0):
 def xavier_normal_(tensor, gain: float = 1.0):
     fan_in, fan_out = _fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def _normal_array(shape: tuple, mean: float, std: float, dtype):
+    return _factory("normal", False, shape=shape, mean=mean, std=std, dtype=dtype)._data
+
+
+def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None):
+    """N(mean, std) values redrawn until each lies in [a, b] (the truncated normal)."""
+    with no_grad():
+        shape, dtype = tuple(tensor.shape), tensor._data.dtype
+        values = np.asarray(_normal_array(shape, mean, std, np.float64))
+        outside = (values < a) | (values > b)
+        while outside.any():
+            values[outside] = np.asarray(_normal_array((int(outside.sum()),), mean, std, np.float64))
+            outside = (values < a) | (values > b)
+        return tensor.copy_(tensor_from(values.astype(dtype)))
+
+
+def orthogonal_(tensor, gain: float = 1, generator=None):
+    """A (semi-)orthogonal matrix (the Q of a QR of a normal draw, signs fixed), times ``gain``."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = np.asarray(_normal_array((rows, cols), 0.0, 1.0, np.float64))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        return tensor.copy_(tensor_from((gain * q).reshape(tuple(tensor.shape)).astype(tensor._data.dtype)))
+
+
+def eye_(tensor):
+    """The identity matrix (2-D tensors only)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    with no_grad():
+        return tensor.copy_(tensor_from(np.eye(*tensor.shape, dtype=tensor._data.dtype)))
+
+
+def dirac_(tensor, groups: int = 1):
+    """Identity-preserving convolution weights (3, 4 or 5 dims): 1 at each kernel's centre."""
+    ndim = tensor.dim()
+    if ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    out_channels = tensor.shape[0]
+    if out_channels % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = out_channels // groups
+    smallest = min(per_group, tensor.shape[1])
+    values = np.zeros(tuple(tensor.shape), dtype=tensor._data.dtype)
+    centre = tuple(size // 2 for size in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(smallest):
+            values[(g * per_group + d, d) + centre] = 1
+    with no_grad():
+        return tensor.copy_(tensor_from(values))
+
+
+def sparse_(tensor, sparsity: float, std: float = 0.01, generator=None):
+    """N(0, std) values with ceil(sparsity * rows) entries of each column zeroed (2-D tensors only)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = math.ceil(sparsity * rows)
+    values = np.asarray(_normal_array((rows, cols), 0.0, std, tensor._data.dtype)).copy()
+    for col in range(cols):
+        order = randperm(rows).numpy()
+        values[order[:zeros], col] = 0
+    with no_grad():
+        return tensor.copy_(tensor_from(values))
 
 
 def make_weight_and_bias(module, weight_shape: tuple, bias: bool, dtype) -> None:

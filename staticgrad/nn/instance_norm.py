@@ -11,6 +11,7 @@ import warnings
 from staticgrad._eager.creation import full
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import no_grad
+from staticgrad._eager.movement import repeat
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import guard, replay_scalar
 from staticgrad.nn.batchnorm import _BatchNorm
@@ -25,14 +26,10 @@ def _verify_spatial_size(input) -> None:
 
 
 def _repeat(t: Tensor, times: int) -> Tensor:
-    """``t`` (C,) repeated ``times`` times end to end: (times * C,), a new tensor as ``t.repeat(times)``
-    (never a view of ``t``, which the running statistics' write-back changes in place)."""
-    if t.dim() > 1:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
-    if t.dtype == float16:  # the gradient's sum over the copies adds in float32 and rounds once, as PyTorch's
-        return _repeat(t.float(), times).to(float16)
-    repeated = t.unsqueeze(0).expand(times, t.numel()).reshape(times * t.numel())
-    return repeated.clone() if times == 1 else repeated
+    """``t`` (C,) repeated ``times`` times end to end: ``t.repeat(times)``, as PyTorch's instance norm
+    does (RepeatBackward0; a new tensor, never a view of ``t``, which the running statistics' write-back
+    changes in place)."""
+    return repeat(t, times)
 
 
 def _check_arguments(input, running_mean, running_var, weight, bias, use_input_stats) -> None:

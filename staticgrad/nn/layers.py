@@ -7,6 +7,7 @@ from collections import OrderedDict
 from staticgrad._eager import functions as fn
 from staticgrad.nn import functional, init
 from staticgrad.nn.module import Module
+from staticgrad.nn.reduction import _Loss
 
 
 class Linear(Module):
@@ -26,6 +27,11 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """The Linear that MultiheadAttention holds as ``out_proj``: a plain Linear under the name PyTorch
+    gives it (its repr, and the global a pickled attention module names)."""
 
 
 class Identity(Module):
@@ -87,6 +93,20 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """One dim of the input split into ``unflattened_size`` (a view)."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class Sequential(Module):
@@ -198,12 +218,6 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
-
-
-class _Loss(Module):
-    def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = reduction
 
 
 class MSELoss(_Loss):

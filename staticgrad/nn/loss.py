@@ -13,7 +13,7 @@ import math
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.functions import masked_fill_
-from staticgrad.nn.module import Module
+from staticgrad.nn.reduction import _WeightedLoss, legacy_reduction
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
@@ -60,6 +60,7 @@ def _nll(logp, target, reduction: int, ignore_index: int, weight=None):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
              reduction: str = "mean"):
     """Negative log likelihood of the target classes, given log-probabilities over dim 1."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "nll_loss_nd")
     fn.require_tensor(target, "nll_loss_nd", "target", 2)
     return _nll(input, target, reduction_code(reduction), ignore_index, weight)
@@ -70,6 +71,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     """log_softmax over the class dim (dim 1, or 0 for a (C,) input) followed by nll_loss, or, for a
     float target shaped like the input (class probabilities), -(log p * target [* weight]) summed;
     label_smoothing mixes in the mean over classes of -log p, as PyTorch does."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "cross_entropy_loss")
     fn.require_tensor(target, "cross_entropy_loss", "target", 2)
     code = reduction_code(reduction)
@@ -137,18 +139,17 @@ def _smoothing_term(logp, target, reduction: int, ignore_index: int, class_dim: 
     return smooth
 
 
-class _ClassIndexLoss(Module):
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
-        super().__init__()
-        self.register_buffer("weight", weight)
+class _ClassIndexLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean"):
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
-        self.reduction = reduction
 
 
 class NLLLoss(_ClassIndexLoss):
     def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean"):
-        super().__init__(weight, ignore_index, reduction)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
     def forward(self, input, target):
         return nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
@@ -157,7 +158,7 @@ class NLLLoss(_ClassIndexLoss):
 class CrossEntropyLoss(_ClassIndexLoss):
     def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean", label_smoothing: float = 0.0):
-        super().__init__(weight, ignore_index, reduction)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):

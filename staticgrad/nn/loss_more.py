@@ -10,6 +10,7 @@ from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad.nn.module import Module
+from staticgrad.nn.reduction import _Loss, _WeightedLoss, legacy_reduction
 from staticgrad.ops import OPS
 from staticgrad.ops.loss import REDUCTIONS, reduction_code
 
@@ -56,6 +57,7 @@ def _expand_weight(weight, shape: tuple, target):
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
     """-w (t log x + (1 - t) log(1 - x)), each log clamped at -100 (BinaryCrossEntropyBackward0)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "binary_cross_entropy")
     fn.require_tensor(target, "binary_cross_entropy", "target", 2)
     code = reduction_code(reduction)
@@ -73,6 +75,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      reduction: str = "mean", pos_weight=None):
     """Binary cross entropy on sigmoid(input), computed from log-sigmoid for stability; pos_weight
     scales the positive term (BinaryCrossEntropyWithLogitsBackward0)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "binary_cross_entropy_with_logits")
     fn.require_tensor(target, "binary_cross_entropy_with_logits", "target", 2)
     code = reduction_code(reduction)
@@ -88,6 +91,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """|input - target|, reduced (AbsBackward0 over SubBackward0, as PyTorch decomposes it)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "l1_loss")
     fn.require_tensor(target, "l1_loss", "target", 2)
     code = reduction_code(reduction)
@@ -97,6 +101,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mea
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
     """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere; beta = 0 is l1_loss."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "smooth_l1_loss")
     fn.require_tensor(target, "smooth_l1_loss", "target", 2)
     code = reduction_code(reduction)
@@ -130,6 +135,7 @@ _KL_MEAN_WARNING = ("reduction: 'mean' divides the total loss by both the batch 
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
     """Pointwise KL divergence with input as log-probabilities: target (log target - input), or
     exp(target) (target - input) with log_target; 'batchmean' divides the sum by the batch size."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     fn.require_tensor(input, "kl_div")
     fn.require_tensor(target, "kl_div", "target", 2)
     if reduction == "mean":
@@ -173,21 +179,9 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
 
 # ---- modules -----------------------------------------------------------------------------------
 
-class _Loss(Module):
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = reduction
-
-
-class _WeightedLoss(_Loss):
-    def __init__(self, weight=None, reduction: str = "mean"):
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
-
-
 class BCELoss(_WeightedLoss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(weight, reduction)
+        super().__init__(weight, size_average, reduce, reduction)
 
     def forward(self, input, target):
         return binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
@@ -195,7 +189,7 @@ class BCELoss(_WeightedLoss):
 
 class BCEWithLogitsLoss(_Loss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean", pos_weight=None):
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
@@ -206,7 +200,7 @@ class BCEWithLogitsLoss(_Loss):
 
 class L1Loss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return l1_loss(input, target, reduction=self.reduction)
@@ -214,7 +208,7 @@ class L1Loss(_Loss):
 
 class SmoothL1Loss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
     def forward(self, input, target):
@@ -223,7 +217,7 @@ class SmoothL1Loss(_Loss):
 
 class HuberLoss(_Loss):
     def __init__(self, reduction: str = "mean", delta: float = 1.0):
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)
         self.delta = delta
 
     def forward(self, input, target):
@@ -232,7 +226,7 @@ class HuberLoss(_Loss):
 
 class KLDivLoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
     def forward(self, input, target):

@@ -251,6 +251,9 @@ class Module:
 
     # ---- dtype and device -----------------------------------------------------------------------
 
+    def cuda(self, device=None):
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
     def to(self, *args, **kwargs):
         dtype = kwargs.get("dtype")
         for a in args:

@@ -60,6 +60,16 @@ class Embedding(Module):
         else:
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+                        scale_grad_by_freq: bool = False, sparse: bool = False):
+        """An Embedding whose table is ``embeddings`` (2-D), frozen unless ``freeze=False``."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, max_norm=max_norm,
+                   norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
         if self.padding_idx is not None:

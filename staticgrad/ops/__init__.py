@@ -53,13 +53,17 @@ __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", 
 # Op families added later, each in its own module.
 from staticgrad.ops import (  # noqa: F401  (fill OPS)
     activations,
+    activations_more,
+    bitwise,
     casts,
     group_norm,
+    math_more,
     math_ops,
     random_fill,
     random_more,
     rnn_layer,
     scans,
+    scatter,
     statistics,
     vector_norm,
 )

@@ -302,3 +302,15 @@ def _clamp_tensor_expr(x, at):
 
 register(OpDef("clamp_tensor", _clamp_tensor, "elementwise", "ClampBackward0", _clamp_tensor_backward,
                (Save("self", 0), Save("min", 1), Save("max", -1)), "promote", _clamp_tensor_expr, broadcast_error))
+
+
+# ---- clamp_min / clamp_max: clamp with one bound, under PyTorch's own node names -------------------
+
+register(replace(OPS["clamp"], name="clamp_min", node_name="ClampMinBackward0",
+                 saves=(Save("self", 0), Save("min", "attr:min", freed=False))))
+register(replace(OPS["clamp"], name="clamp_max", node_name="ClampMaxBackward0",
+                 saves=(Save("self", 0), Save("max", "attr:max", freed=False))))
+register(replace(OPS["clamp_tensor"], name="clamp_min_tensor", node_name="ClampMinBackward1",
+                 saves=(Save("self", 0), Save("min", 1))))
+register(replace(OPS["clamp_tensor"], name="clamp_max_tensor", node_name="ClampMaxBackward1",
+                 saves=(Save("self", 0), Save("max", 1))))

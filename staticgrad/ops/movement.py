@@ -1,4 +1,4 @@
-"""Data movement ops: flip, roll, diagonals, unfold, padding, sorting, index_select, masked_select,
+"""Data movement ops: flip, roll, repeat, diagonals, unfold, padding, sorting, index_select, masked_select,
 nonzero, one_hot and linspace. Each backward is written with ops of this table (mostly the
 adjoint op registered next to its forward), so eager, create_graph and replay share it."""
 
@@ -42,6 +42,37 @@ def _roll(a, out=None, shifts=(), dims=()):
 register(OpDef("roll", _roll, "other", "RollBackward0",
                lambda F, g, s, at, need: (F.roll(g, shifts=tuple(-k for k in at["shifts"]), dims=at["dims"]),),
                (_kept("dims"), _kept("shifts")), "same"))
+
+
+# ---- repeat (Tensor.repeat, torch.tile) -----------------------------------------------------------
+
+def _repeat(a, out=None, repeats=()):
+    """``a`` tiled ``repeats`` times per dim (its shape padded with leading ones to len(repeats))."""
+    return _into(np.tile(a, repeats), out)
+
+
+def _repeat_backward(F, g, s, at, need):
+    """PyTorch's repeat_backward: the leading new dims summed away, then one reshape that splits each
+    repeated dim into (repeat, size) and one sum over the repeat dims."""
+    repeats, sizes = at["repeats"], tuple(s["self_sym_sizes"])
+    if 0 in repeats:
+        return (F.full(shape=sizes, value=0.0, dtype=g._data.dtype),)
+    for _ in range(len(repeats) - len(sizes)):
+        g = F.sum(g, dim=(0,), keepdim=False)
+    split, sum_dims = [], []
+    for size, repeat in zip(sizes, repeats[len(repeats) - len(sizes):]):
+        if repeat != 1:
+            split.append(repeat)
+            sum_dims.append(len(split) - 1)
+        split.append(size)
+    if not sum_dims:
+        return (g,)
+    g = F.view(g, shape=tuple(split)) if g._data.flags.c_contiguous else F.unsafe_view(F.clone(g), shape=tuple(split))
+    return (F.sum(g, dim=tuple(sum_dims), keepdim=False),)
+
+
+register(OpDef("repeat", _repeat, "other", "RepeatBackward0", _repeat_backward,
+               (_kept("repeats"), _SIZES), "same"))
 
 
 # ---- diagonals (diagonal is a view, as in PyTorch) ------------------------------------------------

@@ -1,5 +1,14 @@
-"""staticgrad.nn.utils: gradient clipping."""
+"""staticgrad.nn.utils: gradient clipping, parameters as one vector, padding sequences (rnn)."""
 
-from staticgrad.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_
+from staticgrad.nn.utils import rnn
+from staticgrad.nn.utils.clip_grad import (
+                                           clip_grad_norm,
+                                           clip_grad_norm_,
+                                           clip_grad_value_,
+                                           clip_grads_with_norm_,
+                                           get_total_norm,
+)
+from staticgrad.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
+           "parameters_to_vector", "rnn", "vector_to_parameters"]

@@ -1,0 +1,6 @@
+"""``torch.nn.modules.dropout``: the same classes as ``staticgrad.nn``, under PyTorch's module path."""
+
+from staticgrad.nn.channel_dropout import Dropout1d, Dropout2d, Dropout3d
+from staticgrad.nn.dropout import Dropout
+
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]

@@ -1,0 +1,13 @@
+"""``torch.nn.modules.pooling``: the same classes as ``staticgrad.nn``, under PyTorch's module path."""
+
+from staticgrad.nn.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxUnpool2d,
+)
+
+__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "MaxUnpool2d"]

@@ -1,0 +1,5 @@
+"""``torch.nn.modules.sparse``: the same classes as ``staticgrad.nn``, under PyTorch's module path."""
+
+from staticgrad.nn.sparse import Embedding
+
+__all__ = ["Embedding"]

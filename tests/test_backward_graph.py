@@ -414,3 +414,28 @@ def test_random_programs_with_the_loss_outside_a_compiled_model_replay_as_eager(
 
     one()
     assert sum(1 for n in replayed_some if n >= 3) >= 0.9 * len(replayed_some), replayed_some
+
+
+def test_an_autograd_function_in_the_graph_runs_through_the_engine():
+    """A custom autograd.Function's backward reads whatever its forward left on the ctx (here a
+    scale that differs per call), which no key can compare: such a graph runs through the engine,
+    and its gradients are eager's."""
+
+    class Scale(sg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):
+            ctx.factor = factor
+            return x * factor
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.factor, None
+
+    eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for k in range(6):
+        for net in (eager, model):
+            net.zero_grad()
+            loss_fn(Scale.apply(net(x), 1.0 + k), y).backward()
+        assert _same_grads(eager, model), f"call {k}"
+    assert model.stats.backward_replays == 0 and "ctx" in model.stats.backward_eager_reason.lower()

@@ -257,3 +257,16 @@ def test_std_of_constant_rows_has_zero_gradient_and_no_warning_like_torch():
         warnings.simplefilter("error", RuntimeWarning)
         compare(lambda lib, x: x.std(1), [rows], atol=1e-12)
         compare(lambda lib, x: lib.std_mean(x, 1, correction=0)[0], [rows], atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_mean_of_all_values_is_numpys_bit_for_bit(dtype):
+    """mean_of_all (eager mean() and the losses' mean) gives np.mean's bits: its division in double
+    precision, rounded to the dtype, is what np.mean's NumPy-scalar division by its intp count does."""
+    from staticgrad.ops.reductions import mean_of_all
+
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        a = (rng.standard_normal(int(rng.integers(1, 2000))) * 10 ** rng.uniform(-6, 6)).astype(dtype)
+        expected, got = np.mean(a), mean_of_all(a.reshape(-1, 1) if a.size % 2 else a)
+        assert type(got) is type(expected) and got.tobytes() == expected.tobytes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.ops.elementwise import broadcast_error
-from staticgrad.ops.reductions import mean_values
+from staticgrad.ops.reductions import mean_of_all, mean_values
 from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_emit
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
@@ -34,6 +34,8 @@ def _reduce(values, reduction, out):
 def _mean(values, out):
     """np.mean; the mean of no values is nan, as in PyTorch, without NumPy's 'Mean of empty slice' warning."""
     if values.size:
+        if out is None and values.dtype.char in "fd":
+            return mean_of_all(values)
         if values.dtype.kind == "f" and values.dtype.itemsize >= 4:
             # np.mean's own steps without its Python wrapper: the sum, then a division by the count
             # (an intp, as np.mean's), so eager and a replay's emitted mean give the same numbers

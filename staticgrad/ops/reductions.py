@@ -60,8 +60,19 @@ register(OpDef(
     explain=axis_error))
 
 
+def mean_of_all(a):
+    """``np.mean(a)`` of a non-empty float32 or float64 array, bit for bit, without its Python
+    wrapper: the pairwise sum, then its value over the count divided in double precision and
+    rounded to the dtype, which is what np.mean's NumPy-scalar division by an intp count does
+    (at about a third of the time: that scalar division alone costs several microseconds)."""
+    total = np.add.reduce(a, axis=None)
+    return total.dtype.type(float(total) / a.size)
+
+
 def mean_values(a, out=None, dim=None, keepdim=False):
     """The mean op's forward (np.mean, into ``out`` if given, with the same result either way)."""
+    if out is None and dim is None and not keepdim and a.size and a.dtype.char in "fd":
+        return mean_of_all(a)
     if a.size:
         if out is not None and a.dtype == np.float16:
             # NumPy's float16 mean sums in float32 and divides before rounding, but given out= it

@@ -117,3 +117,19 @@ def test_mse_loss_broadcast_warning_matches_pytorch():
     for lib in (torch, sg):
         with pytest.warns(UserWarning, match="Using a target size"):
             lib.nn.functional.mse_loss(lib.zeros(3, 1), lib.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_embedding_gradient_adds_rows_in_np_add_at_order(dtype):
+    """The embedding's backward (a Numba loop) gives np.add.at's bits: every row added into its
+    word's row in index order, repeated and padding indices included, from a strided gradient too."""
+    rng = np.random.default_rng(3)
+    indices = rng.integers(0, 7, (5, 9))
+    indices[0, :4] = 3   # one word many times
+    grad = rng.standard_normal((9, 5, 6)).astype(dtype).transpose(1, 0, 2)   # not contiguous
+    for padding_idx in (-1, 3):
+        expected = np.zeros((7, 6), dtype)
+        keep = indices.reshape(-1) != padding_idx
+        np.add.at(expected, indices.reshape(-1)[keep], grad.reshape(-1, 6)[keep])
+        got = sg.ops.OPS["embedding_backward"].forward(grad, indices, num_weights=7, padding_idx=padding_idx)
+        assert got.tobytes() == expected.tobytes()

@@ -336,8 +336,24 @@ def _embedding_bw(g, indices, out=None, num_weights=0, padding_idx=-1):
         keep = flat != padding_idx
         rows, flat = rows[keep], flat[keep]
     result = np.zeros((num_weights, g.shape[-1]), dtype=g.dtype)
-    np.add.at(result, flat, rows)
+    if rows.dtype.char in "fd" and flat.size:   # np.add.at's additions in its order, in a Numba loop
+        _row_adder()(result, flat, rows)
+    else:
+        np.add.at(result, flat, rows)
     return _into(result, out)
+
+
+_ADD_ROWS = None
+
+
+def _row_adder():
+    """``scatter_loops.add_rows``, imported at first use (it loads Numba)."""
+    global _ADD_ROWS
+    if _ADD_ROWS is None:
+        from staticgrad.ops.scatter_loops import add_rows  # here, not at the top: it loads Numba
+
+        _ADD_ROWS = add_rows
+    return _ADD_ROWS
 
 
 def _embedding_bw_backward(F, gg, s, at, need):

@@ -439,3 +439,22 @@ def test_an_autograd_function_in_the_graph_runs_through_the_engine():
             loss_fn(Scale.apply(net(x), 1.0 + k), y).backward()
         assert _same_grads(eager, model), f"call {k}"
     assert model.stats.backward_replays == 0 and "ctx" in model.stats.backward_eager_reason.lower()
+
+
+def test_a_recording_frees_the_compiled_nodes_idle_arenas_and_the_engine_still_runs_them():
+    """Once the loss's backward is recorded whole, the node's own backward program runs only where
+    the engine runs: its idle arena is freed, and a backward through the engine (a hook) makes it a
+    new one, with eager's gradients."""
+    eager, model, data, loss_fn = _family_twins("mlp")
+    x, y = data[0]
+    for _ in range(3):
+        loss_fn(model(x), y).backward()
+    node_program = model.plan.backward.replay
+    assert model.stats.backward_recorded == 1 and node_program._idle == []
+    seen = []
+    for net in (eager, model):
+        net.zero_grad()
+        handle = net[0].weight.register_hook(lambda g: seen.append(1))
+        loss_fn(net(x), y).backward()
+        handle.remove()
+    assert seen == [1, 1] and _same_grads(eager, model) and len(node_program._idle) == 1

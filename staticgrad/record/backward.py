@@ -490,6 +490,13 @@ class CompiledBackward:
             self._sums_graph = with_running_sums(self._recorded, self.layout.running_sums, self.trace.grads)
         return self._sums_graph
 
+    def release_idle_arenas(self) -> None:
+        """Free the arenas of this backward's programs that no call is using (a recording of the
+        whole loss's backward runs in their place; a backward through the engine makes new ones)."""
+        self.replay.release_idle_arenas()
+        if self._with_sums is not None:
+            self._with_sums.release_idle_arenas()
+
     def _replay_with_sums(self) -> CompiledReplay:
         if self._with_sums is None:
             graph, _, _ = run_pipeline(self._with_sums_graph)

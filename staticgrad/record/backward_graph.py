@@ -373,6 +373,10 @@ def _record(found: GraphWalk, tensors: tuple, grad_tensors: tuple | None, retain
                       RuntimeWarning, stacklevel=4)
     with _lock:
         compiled.graph_plans[found.key] = entry
+    if type(entry) is GraphBackwardPlan:   # the compiled nodes' own programs now rarely run: free their arenas
+        for op in found.ops:
+            if op.backward_reads_arrays:
+                op.backward.__self__.release_idle_arenas()
     stats = compiled.stats
     stats.backward_recorded += 1
     if type(entry) is _Refused:

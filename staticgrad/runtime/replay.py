@@ -58,11 +58,17 @@ class CompiledReplay:
     def _new_replay(self):
         """The replay function bound to a new arena's views."""
         program = self.program
-        self.arena = Arena(program.arena_bytes, program.alignment)  # the newest, for inspection
-        views = {spec.slot: self.arena.view(spec.offset, spec.shape, spec.dtype)
+        arena = Arena(program.arena_bytes, program.alignment)
+        views = {spec.slot: arena.view(spec.offset, spec.shape, spec.dtype)
                  for spec in program.buffers if spec.offset is not None}
-        views.update(self.arena.working_memory(program))
+        views.update(arena.working_memory(program))
         return self._build(views, program.constants, self._forwards, self._kernels, np, *self._build_args)
+
+    def release_idle_arenas(self) -> None:
+        """Free the arenas no call is using now; a later call makes itself a new one. For a program
+        that another now runs in its place (a compiled model's backward program, once the loss's
+        backward through it is recorded whole), whose arena would otherwise be held for nothing."""
+        self._idle.clear()
 
     def run(self, inputs: list, captured: list, scalars: list, recycled: list | None = None) -> list:
         """Results as arrays; ``recycled[k]`` (optional) is an array result k may be written into."""

@@ -1,11 +1,17 @@
 """What keeps a compile short: a kernel's loop nests that do the same work on other arrays share one
 function (an optimizer's update of each parameter), compiled once, with replays still equal to eager
-bit for bit; and the ops' Numba loops compile once per dtype, whether an input is a replay's
-read-only constant or an eager array."""
+bit for bit; the ops' Numba loops compile once per dtype, whether an input is a replay's
+read-only constant or an eager array; and a process that finds everything in the cache loads it
+without Numba's registries of implementations."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -155,3 +161,67 @@ def test_a_trace_that_compiles_nothing_measures_eager_peak_memory():
     for _ in range(3):
         compiled(x, y)
     assert compiled.stats.replays and compiled.plan.record.eager_peak_bytes > 0
+
+
+# A classifier's training step (ReLU, log-softmax: the ops' Numba loops; a bias gradient: a fused
+# sum; Adam, eager and compiled) run in a fresh process, eager and compiled side by side. Prints
+# how often Numba compiled and refreshed its target context, and which of its modules loaded.
+LOADING_CHILD = """
+import json, os, sys
+os.environ["NUMBA_CACHE_DIR"] = sys.argv[1]   # the ops' loops, as the kernels, in this test's cache
+import numba
+from numba.core import base, event
+refreshes = []
+refresh = base.BaseContext.refresh
+base.BaseContext.refresh = lambda self: refreshes.append(1) or refresh(self)
+compiles = []
+class Count(event.Listener):
+    def on_start(self, _event):
+        compiles.append(1)
+    def on_end(self, _event):
+        pass
+event.register("numba:compile", Count())
+import staticgrad as sg
+F = sg.nn.functional
+
+def build():
+    sg.manual_seed(0)
+    model = sg.nn.Sequential(sg.nn.Linear(6, 8), sg.nn.ReLU(), sg.nn.Linear(8, 3))
+    opt = sg.optim.Adam(model.parameters(), lr=0.01)
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+eager, compiled = build(), sg.compile(build())
+sg.manual_seed(1)
+for _ in range(4):
+    x, y = sg.randn(5, 6), sg.randint(0, 3, (5,))
+    assert eager(x, y).detach().numpy().tobytes() == compiled(x, y).detach().numpy().tobytes()
+print(json.dumps({"replays": compiled.stats.replays, "compiles": len(compiles), "refreshes": len(refreshes),
+                  "numba modules": sorted(m for m in sys.modules if m.startswith("numba."))}))
+"""
+
+
+def test_a_process_loading_everything_from_the_cache_skips_numbas_registries(tmp_path):
+    """Loading cached machine code needs Numba's code generator and runtime, not the
+    implementations it compiles with: a warm process never refreshes Numba's target context
+    (about half of Numba's start), and no kernel names a function of Numba's own (array.fill),
+    whose module a cache load would import."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, STATICGRAD_CACHE_DIR=str(tmp_path / "kernels"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", LOADING_CHILD, str(tmp_path / "numba")], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = run(), run()
+    assert cold["compiles"] > 0 and cold["refreshes"] > 0 and cold["replays"] >= 2
+    assert warm["compiles"] == 0 and warm["refreshes"] == 0 and warm["replays"] >= 2, warm
+    assert "numba.np.arrayobj" not in warm["numba modules"]

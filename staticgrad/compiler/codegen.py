@@ -367,13 +367,27 @@ def _index(pattern: tuple) -> str:
     return ", ".join(f"i{d}" if d >= 0 else "0" for d in pattern)
 
 
+def _zero_lines(array: str, ndim: int) -> list:
+    """Lines setting every element of an ``ndim``-dimensional array to zero, as a loop nest: not
+    ``array.fill``, whose Numba implementation is a function of Numba's own that every process
+    loading the kernel from the cache would have to import (numba.np.arrayobj)."""
+    if ndim == 0:
+        return [f"    {array}[()] = T(0.0)"]
+    lines, indent = [], "    "
+    for d in range(ndim):
+        lines.append(f"{indent}for z{d} in range({array}.shape[{d}]):")
+        indent += "    "
+    lines.append(f"{indent}{array}[{', '.join(f'z{d}' for d in range(ndim))}] = T(0.0)")
+    return lines
+
+
 def _loop_lines(number: int, loop, arrays: dict, scalar_names: dict | None = None,
                 dim_names: dict | None = None) -> list:
     """The lines of a loop nest (indented for a function body); the arrays, scalars and explicit
     sizes by the names given (by default a kernel's: ``q<k>``/``s<k>`` and ``n<dim>``)."""
     lines = []
-    for _, out, _pattern in loop.sums:
-        lines.append(f"    {arrays['out', out]}.fill(T(0.0))")
+    for _, out, pattern in loop.sums:
+        lines += _zero_lines(arrays["out", out], len(pattern))
     hoisted, inner = [], []
     for k, (source, pattern) in enumerate(loop.loads):
         line = f"x{number}_{k} = {arrays[source]}[{_index(pattern)}]"

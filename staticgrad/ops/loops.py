@@ -19,15 +19,13 @@ import math
 import numba
 import numpy as np
 
+from staticgrad.ops.numba_cache import njit_cached
+
 
 def _jit(function, fastmath=False):
     """Compiled on first call; without a C wrapper (the loops are called from Python and from each
     other, never from C), which would add a tenth to each loop's compile time."""
-    options = {"nogil": True, "error_model": "numpy", "no_cfunc_wrapper": True, "fastmath": fastmath}
-    try:
-        return numba.njit(cache=True, **options)(function)
-    except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(**options)(function)
+    return njit_cached(function, nogil=True, error_model="numpy", no_cfunc_wrapper=True, fastmath=fastmath)
 
 
 # ---- erf ----------------------------------------------------------------------------------------

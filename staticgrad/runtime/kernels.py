@@ -6,8 +6,9 @@ run as module ``staticgrad_kernel_<name>``, so Numba's own on-disk cache (``cach
 code instead of compiling it. The cache directory is ``$STATICGRAD_CACHE_DIR``, else
 ``~/.cache/staticgrad/kernels``.
 
-Numba reads a kernel's cache entry at its first call for a signature, so a broken entry (a
-truncated file, one written under another module name) would fail a replay: each kernel's Numba
+Numba reads a kernel's cache entry at its first call for a signature (without the refresh of its
+registries its own load starts with: ``ops.numba_cache``), so a broken entry (a truncated file,
+one written under another module name) would fail a replay: each kernel's Numba
 cache object is wrapped to drop such an entry and compile afresh. When the directory cannot be
 written at all, kernels are compiled in memory. Both cases warn once per directory.
 """
@@ -24,6 +25,8 @@ import tracemalloc
 import types
 import warnings
 from pathlib import Path
+
+from staticgrad.ops.numba_cache import load_cached, prepare_loading
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()      # one kernel object per name, even for concurrent first replays
@@ -61,13 +64,10 @@ def loaded_kernels() -> dict:
 
 
 def load_numba() -> None:
-    """Import Numba and build its CPU target's typing and code-generation contexts (what its first
-    compile or cache load in a process would do), e.g. before a traced call measures eager memory
-    with tracemalloc, which would otherwise trace Numba's own loading at several times its cost."""
-    from numba.core.registry import cpu_target  # numba loads here, on a first trace, not with staticgrad
-
-    cpu_target.typing_context.refresh()
-    cpu_target.target_context.refresh()
+    """Import Numba and make what its cache loads need (see ``ops.numba_cache``), e.g. before a
+    traced call measures eager memory with tracemalloc, which would otherwise trace Numba's own
+    loading at several times its cost. A compile loads the rest, untraced (``CompileWatch``)."""
+    prepare_loading()
 
 
 class CompileWatch:
@@ -237,7 +237,7 @@ class _CheckedCache:
 
     def load_overload(self, sig, target_context):
         try:
-            result = self._cache.load_overload(sig, target_context)
+            result = load_cached(self._cache, sig, target_context)
             if result is not None:
                 _check_entry(result, sig, self._module)
             return result

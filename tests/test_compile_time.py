@@ -129,7 +129,7 @@ def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
 
     import numba
 
-    from staticgrad.runtime.kernels import CompileWatch
+    from staticgrad.runtime.kernels import NumbaWatch
 
     @numba.njit
     def twice(x):
@@ -137,12 +137,12 @@ def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
 
     twice(1.0)
     tracemalloc.start()
-    watch = CompileWatch()
+    watch = NumbaWatch()
     try:
         twice(3.0)                      # compiled already: measured as any call
-        assert not watch.compiled and tracemalloc.is_tracing()
+        assert not watch.ran and tracemalloc.is_tracing()
         twice(np.arange(3))             # a new signature compiles: the measurement ends
-        assert watch.compiled and not tracemalloc.is_tracing()
+        assert watch.ran and not tracemalloc.is_tracing()
     finally:
         watch.close()
         tracemalloc.stop()
@@ -151,6 +151,33 @@ def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
         twice(np.arange(3.0))           # closed: a compile no longer stops tracemalloc
         assert tracemalloc.is_tracing()
     finally:
+        tracemalloc.stop()
+
+
+def test_a_numba_cache_load_stops_tracemalloc(tmp_path):
+    """A function's machine code loaded from the disk cache is Numba's work too: its allocations
+    are Numba's, and traced it takes several times as long."""
+    import importlib.util
+    import tracemalloc
+
+    from staticgrad.ops.numba_cache import njit_cached
+    from staticgrad.runtime.kernels import NumbaWatch
+
+    path = tmp_path / "cached_twice.py"
+    path.write_text("def twice(x):\n    return 2 * x\n")
+    spec = importlib.util.spec_from_file_location("cached_twice", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert njit_cached(module.twice)(np.arange(3.0))[2] == 4.0   # compiled and saved
+    loading = njit_cached(module.twice)                            # a new dispatcher: loads at its first call
+    tracemalloc.start()
+    watch = NumbaWatch()
+    try:
+        assert loading(np.arange(3.0))[1] == 2.0
+        assert watch.ran and not tracemalloc.is_tracing()
+        assert loading.stats.cache_hits and not loading.stats.cache_misses
+    finally:
+        watch.close()
         tracemalloc.stop()
 
 
@@ -165,7 +192,8 @@ def test_a_trace_that_compiles_nothing_measures_eager_peak_memory():
 
 # A classifier's training step (ReLU, log-softmax: the ops' Numba loops; a bias gradient: a fused
 # sum; Adam, eager and compiled) run in a fresh process, eager and compiled side by side. Prints
-# how often Numba compiled and refreshed its target context, and which of its modules loaded.
+# how often Numba compiled and refreshed its target context, which of its modules loaded, and the
+# replayed plan's eager peak.
 LOADING_CHILD = """
 import json, os, sys
 os.environ["NUMBA_CACHE_DIR"] = sys.argv[1]   # the ops' loops, as the kernels, in this test's cache
@@ -202,6 +230,7 @@ for _ in range(4):
     x, y = sg.randn(5, 6), sg.randint(0, 3, (5,))
     assert eager(x, y).detach().numpy().tobytes() == compiled(x, y).detach().numpy().tobytes()
 print(json.dumps({"replays": compiled.stats.replays, "compiles": len(compiles), "refreshes": len(refreshes),
+                  "eager peak": compiled.plan.record.eager_peak_bytes,
                   "numba modules": sorted(m for m in sys.modules if m.startswith("numba."))}))
 """
 
@@ -225,3 +254,5 @@ def test_a_process_loading_everything_from_the_cache_skips_numbas_registries(tmp
     assert cold["compiles"] > 0 and cold["refreshes"] > 0 and cold["replays"] >= 2
     assert warm["compiles"] == 0 and warm["refreshes"] == 0 and warm["replays"] >= 2, warm
     assert "numba.np.arrayobj" not in warm["numba modules"]
+    # the first trace loads the ops' loops (no measurement); the second, once Adam's state exists, measures
+    assert cold["eager peak"] > 0 and warm["eager peak"] > 0

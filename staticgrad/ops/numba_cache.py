@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import contextlib
 
+# The Numba event (numba.core.event) a cache load runs inside: listeners see loads as they see
+# compiles ("numba:compile"), e.g. to keep Numba's work out of a memory measurement.
+LOAD_EVENT = "staticgrad:cache_load"
+
 
 def load_cached(cache, sig, target_context):
     """``cache.load_overload(sig, target_context)`` (the entry, or None) without the refresh.
@@ -21,12 +25,14 @@ def load_cached(cache, sig, target_context):
     load = getattr(cache, "_load_overload", None)
     if load is None:   # a Numba whose cache has another shape: its own load, refresh and all
         return cache.load_overload(sig, target_context)
-    from numba.core.runtime import nrt  # numba is loaded already: a cache is Numba's object
+    from numba.core import event  # numba is loaded already: a cache is Numba's object
+    from numba.core.runtime import nrt  # likewise
 
-    nrt.rtsys.initialize(target_context)   # what cached code links against; once per process
-    guard = getattr(cache, "_guard_against_spurious_io_errors", contextlib.nullcontext)
-    with guard():
-        return load(sig, target_context)
+    with event.trigger_event(LOAD_EVENT):
+        nrt.rtsys.initialize(target_context)   # what cached code links against; once per process
+        guard = getattr(cache, "_guard_against_spurious_io_errors", contextlib.nullcontext)
+        with guard():
+            return load(sig, target_context)
     return None   # the guard swallowed an error (Windows): a miss, as in Numba's own load
 
 

@@ -40,7 +40,7 @@ from staticgrad.record.plan import Plan
 from staticgrad.record.scalars import CallFloats
 from staticgrad.record.tracer import Tracer
 from staticgrad.record.trees import flatten_outputs
-from staticgrad.runtime.kernels import CompileWatch, load_numba
+from staticgrad.runtime.kernels import NumbaWatch, load_numba
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
@@ -180,15 +180,16 @@ class CompiledFunction:
         # eager's peak memory, for plan.describe(): measured on the first signature's traces only,
         # since tracemalloc doubles a trace's time and a new batch size should cost little
         measuring = not tracemalloc.is_tracing() and (not self._cache or key in self._cache)
-        compiles = None
+        watch = None
         if measuring:
-            # Numba's first load in the process (the ops' loops, then the kernels need it) runs here,
+            # Numba's start in the process (the ops' loops, then the kernels need it) runs here,
             # untraced: under tracemalloc it costs several times as much, and its allocations are no
-            # part of eager's peak. So does an op's loop compiled at its first call: it ends the
-            # measurement (this trace reports no peak; a later trace of the signature measures)
+            # part of eager's peak. So does an op's loop compiled or loaded from the cache at its first
+            # call: it ends the measurement (this trace reports no peak; a later trace of the signature
+            # measures, as a training step's second trace, once its optimizer state exists, does)
             jit_loops()
             load_numba()
-            compiles = CompileWatch()
+            watch = NumbaWatch()
             tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)
@@ -199,8 +200,8 @@ class CompiledFunction:
             Tracing.tracer = previous
             peak = None
             if measuring:
-                compiles.close()
-                if not compiles.compiled:
+                watch.close()
+                if not watch.ran:
                     peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
         with self._lock:

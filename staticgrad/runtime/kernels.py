@@ -26,7 +26,7 @@ import types
 import warnings
 from pathlib import Path
 
-from staticgrad.ops.numba_cache import load_cached, prepare_loading
+from staticgrad.ops.numba_cache import LOAD_EVENT, load_cached, prepare_loading
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()      # one kernel object per name, even for concurrent first replays
@@ -66,14 +66,14 @@ def loaded_kernels() -> dict:
 def load_numba() -> None:
     """Import Numba and make what its cache loads need (see ``ops.numba_cache``), e.g. before a
     traced call measures eager memory with tracemalloc, which would otherwise trace Numba's own
-    loading at several times its cost. A compile loads the rest, untraced (``CompileWatch``)."""
+    loading at several times its cost. A compile loads the rest, untraced (``NumbaWatch``)."""
     prepare_loading()
 
 
-class CompileWatch:
-    """Until ``close()``, notes whether Numba compiled anything (in any thread) and stops
-    tracemalloc when it starts to: traced, a compile takes several times as long, and its memory
-    is the compiler's, not the caller's. Cache loads are no compiles: they pass unnoticed."""
+class NumbaWatch:
+    """Until ``close()``, notes whether Numba compiled or loaded machine code from its cache (in any
+    thread) and stops tracemalloc when it starts to: traced, Numba's work takes several times as
+    long, and its memory is Numba's, not the caller's. Calls of compiled code pass unnoticed."""
 
     def __init__(self):
         from numba.core import event  # numba loads with the first trace, not with staticgrad
@@ -82,19 +82,23 @@ class CompileWatch:
 
         class Listener(event.Listener):
             def on_start(self, _event):
-                watch.compiled = True
+                watch.ran = True
                 tracemalloc.stop()
 
             def on_end(self, _event):
                 pass
 
-        self.compiled = False
+        self.ran = False
         self._listener = Listener()
         self._event = event
-        event.register("numba:compile", self._listener)
+        for kind in self.KINDS:
+            event.register(kind, self._listener)
+
+    KINDS = ("numba:compile", LOAD_EVENT)
 
     def close(self) -> None:
-        self._event.unregister("numba:compile", self._listener)
+        for kind in self.KINDS:
+            self._event.unregister(kind, self._listener)
 
 
 def _new_kernel(name: str, source: str):

@@ -1,8 +1,8 @@
 """What keeps a compile short: a kernel's loop nests that do the same work on other arrays share one
 function (an optimizer's update of each parameter), compiled once, with replays still equal to eager
-bit for bit; the ops' Numba loops compile once per dtype, whether an input is a replay's
-read-only constant or an eager array; and a process that finds everything in the cache loads it
-without Numba's registries of implementations."""
+bit for bit; a 0-d input goes in as a float, not an array; the ops' Numba loops compile once per
+dtype, whether an input is a replay's read-only constant or an eager array; and a process that
+finds everything in the cache loads it without Numba's registries of implementations."""
 
 from __future__ import annotations
 
@@ -49,12 +49,30 @@ def test_a_kernels_identical_loops_share_one_function_and_replay_bit_for_bit():
     for pe, pc in zip(eager_model.parameters(), compiled_model.parameters()):
         assert _bits(pe) == _bits(pc)
     sources = compiled.plan.program.kernels.values()
+    assert any(re.search(r"^def k_\w+\(.*\bv\d+\b", s, re.M) for s in sources), "Adam's 0-d values go by value"
     shared = [s for s in sources if "def loop_" in s]
     assert shared, "the update of three weights (and of three biases) should share a loop function"
     for source in shared:
         for name in re.findall(r"^def (loop_\w+)\(", source, re.M):
             assert source.count(f"    {name}(") >= 2, f"{name} is defined for a single call"
             assert source.count(f"def {name}(") == 1
+
+
+def test_a_kernel_takes_a_0d_input_as_a_float_unless_it_writes_it():
+    """A 0-d array of the loops' dtype (an optimizer's bias correction) is passed as a float, which
+    Numba compiles in a fraction of an array argument's time; one an output is written into stays
+    an array."""
+    from staticgrad.compiler.codegen import kernel_source
+    from staticgrad.compiler.ir import FusedKernel, FusedLoop
+
+    scaled = FusedLoop(ndim=1, dtype="float32", dims=(0,), loads=((("in", 0), (0,)), (("in", 1), ())),
+                       body=(("mul", (("in", 0), ("in", 1)), ()),), stores=((0, 0, (0,)),), sums=())
+    kernel = FusedKernel(loops=(scaled,), n_inputs=2, n_outputs=1, n_scalars=0, n_dims=1, value_inputs=(1,))
+    _, source, _ = kernel_source(kernel)
+    assert re.search(r"^def k_\w+\(a0, v1, o0\):$", source, re.M) and "w1 = T(v1)" in source
+    assert "a1" not in source and "v1[" not in source
+    _, source, _ = kernel_source(kernel, same_as=(1,))
+    assert re.search(r"^def k_\w+\(a0, a1\):$", source, re.M) and "a1[()]" in source
 
 
 def test_a_kernel_with_distinct_loops_keeps_them_inline():

@@ -274,3 +274,20 @@ def test_a_process_loading_everything_from_the_cache_skips_numbas_registries(tmp
     assert "numba.np.arrayobj" not in warm["numba modules"]
     # the first trace loads the ops' loops (no measurement); the second, once Adam's state exists, measures
     assert cold["eager peak"] > 0 and warm["eager peak"] > 0
+
+
+def test_a_trace_whose_tensors_escape_is_compiled_only_when_inspected():
+    """A training step's first call makes Adam's state, which outlives the call: that trace never
+    replays (the second call traces again), so its passes, buffer plan, code and kernels are not
+    built, unless something reads them."""
+    _, eager, _, compiled = _twin_steps(lambda: sg.nn.Linear(6, 2), lambda p: sg.optim.Adam(p, lr=0.1))
+    x, y = sg.randn(3, 6), sg.randn(3, 2)
+    assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    first = compiled.plan
+    assert first.escaped and not first.replayable
+    assert "graph" not in vars(first) and compiled._passes.symbolic_runs == 0
+    for _ in range(3):
+        assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    assert compiled.stats.traces == 2 and compiled.stats.replays == 2
+    assert compiled._passes.symbolic_runs == 1          # the replayed plan's passes only
+    assert first.graph is not None and "arena" in first.describe() and not first.replayable

@@ -34,6 +34,7 @@ from staticgrad.ops.quiet import ERROR_KINDS, error_state
 from staticgrad.ops.registry import jit_loops
 from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
+from staticgrad.record.escaped import EscapedPlan
 from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.record.plan import Plan
@@ -228,6 +229,19 @@ class CompiledFunction:
         record = finish(tracer, flat_out, eager_peak_bytes=peak, differentiable=differentiable)
         if record.failure is not None:
             return Plan(record, key)
+        if record.escapes:   # it never replays: the next call traces again (compiled only if inspected)
+            entries = self._cache.get(key)
+            escaped_before = bool(entries) and entries[0].escaped
+            plan = EscapedPlan(record, key, lambda: self._compiled_plan(record, key, keep, tree, epoch, backward,
+                                                                        n_inputs))
+            if escaped_before:
+                plan.failure = (f"{record.escapes[0]} made inside the function is still referenced after it "
+                                "returned (kept in outside state), and a replay would not update it; return it instead")
+            return plan
+        return self._compiled_plan(record, key, keep, tree, epoch, backward, n_inputs)
+
+    def _compiled_plan(self, record, key, keep, tree, epoch, backward, n_inputs) -> Plan:
+        """The plan of a finished record: passes, buffer plan, replay code and kernels."""
         compiled_backward = None
         forward_graph = record.graph
         if backward is not None:
@@ -245,13 +259,8 @@ class CompiledFunction:
                     compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,
                     global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch,
                     roles=_captured_roles(record), backward=compiled_backward)
-        if record.escapes:
-            entries = self._cache.get(key)
-            escaped_before = bool(entries) and entries[0].escaped
+        if record.escapes:   # compiled for inspection (EscapedPlan): it does not replay
             plan.mark_escaped(record.escapes)
-            if escaped_before:
-                plan.failure = (f"{record.escapes[0]} made inside the function is still referenced after it "
-                                "returned (kept in outside state), and a replay would not update it; return it instead")
         return plan
 
     def _share_over_float_values(self, key, plan) -> None:

@@ -291,3 +291,16 @@ def test_a_trace_whose_tensors_escape_is_compiled_only_when_inspected():
     assert compiled.stats.traces == 2 and compiled.stats.replays == 2
     assert compiled._passes.symbolic_runs == 1          # the replayed plan's passes only
     assert first.graph is not None and "arena" in first.describe() and not first.replayable
+
+
+def test_every_numba_function_cached_on_disk_loads_through_numba_cache():
+    """A Numba function made with numba.njit(cache=True) directly would load with Numba's own cache
+    load, which starts by importing and registering everything Numba can compile (about half of
+    Numba's start): the ops' and optimizers' loops go through ops.numba_cache.njit_cached, and the
+    fused kernels (codegen's decorator) through runtime.kernels' checked cache, which loads likewise."""
+    package = Path(sg.__file__).parent
+    allowed = {package / "ops" / "numba_cache.py", package / "compiler" / "codegen.py"}
+    direct = [f"{path.relative_to(package)}:{number}" for path in sorted(package.rglob("*.py")) if path not in allowed
+              for number, line in enumerate(path.read_text().splitlines(), 1)
+              if re.search(r"njit\([^)]*cache\s*=\s*True", line)]
+    assert not direct, f"use ops.numba_cache.njit_cached: {direct}"

@@ -1,11 +1,17 @@
 """What keeps a compile short: a kernel's loop nests that do the same work on other arrays share one
 function (an optimizer's update of each parameter), compiled once, with replays still equal to eager
-bit for bit; and the ops' Numba loops compile once per dtype, whether an input is a replay's
-read-only constant or an eager array."""
+bit for bit; a 0-d input goes in as a float, not an array; the ops' Numba loops compile once per
+dtype, whether an input is a replay's read-only constant or an eager array; and a process that
+finds everything in the cache loads it without Numba's registries of implementations."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -43,12 +49,30 @@ def test_a_kernels_identical_loops_share_one_function_and_replay_bit_for_bit():
     for pe, pc in zip(eager_model.parameters(), compiled_model.parameters()):
         assert _bits(pe) == _bits(pc)
     sources = compiled.plan.program.kernels.values()
+    assert any(re.search(r"^def k_\w+\(.*\bv\d+\b", s, re.M) for s in sources), "Adam's 0-d values go by value"
     shared = [s for s in sources if "def loop_" in s]
     assert shared, "the update of three weights (and of three biases) should share a loop function"
     for source in shared:
         for name in re.findall(r"^def (loop_\w+)\(", source, re.M):
             assert source.count(f"    {name}(") >= 2, f"{name} is defined for a single call"
             assert source.count(f"def {name}(") == 1
+
+
+def test_a_kernel_takes_a_0d_input_as_a_float_unless_it_writes_it():
+    """A 0-d array of the loops' dtype (an optimizer's bias correction) is passed as a float, which
+    Numba compiles in a fraction of an array argument's time; one an output is written into stays
+    an array."""
+    from staticgrad.compiler.codegen import kernel_source
+    from staticgrad.compiler.ir import FusedKernel, FusedLoop
+
+    scaled = FusedLoop(ndim=1, dtype="float32", dims=(0,), loads=((("in", 0), (0,)), (("in", 1), ())),
+                       body=(("mul", (("in", 0), ("in", 1)), ()),), stores=((0, 0, (0,)),), sums=())
+    kernel = FusedKernel(loops=(scaled,), n_inputs=2, n_outputs=1, n_scalars=0, n_dims=1, value_inputs=(1,))
+    _, source, _ = kernel_source(kernel)
+    assert re.search(r"^def k_\w+\(a0, v1, o0\):$", source, re.M) and "w1 = T(v1)" in source
+    assert "a1" not in source and "v1[" not in source
+    _, source, _ = kernel_source(kernel, same_as=(1,))
+    assert re.search(r"^def k_\w+\(a0, a1\):$", source, re.M) and "a1[()]" in source
 
 
 def test_a_kernel_with_distinct_loops_keeps_them_inline():
@@ -123,7 +147,7 @@ def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
 
     import numba
 
-    from staticgrad.runtime.kernels import CompileWatch
+    from staticgrad.runtime.kernels import NumbaWatch
 
     @numba.njit
     def twice(x):
@@ -131,12 +155,12 @@ def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
 
     twice(1.0)
     tracemalloc.start()
-    watch = CompileWatch()
+    watch = NumbaWatch()
     try:
         twice(3.0)                      # compiled already: measured as any call
-        assert not watch.compiled and tracemalloc.is_tracing()
+        assert not watch.ran and tracemalloc.is_tracing()
         twice(np.arange(3))             # a new signature compiles: the measurement ends
-        assert watch.compiled and not tracemalloc.is_tracing()
+        assert watch.ran and not tracemalloc.is_tracing()
     finally:
         watch.close()
         tracemalloc.stop()
@@ -148,6 +172,33 @@ def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
         tracemalloc.stop()
 
 
+def test_a_numba_cache_load_stops_tracemalloc(tmp_path):
+    """A function's machine code loaded from the disk cache is Numba's work too: its allocations
+    are Numba's, and traced it takes several times as long."""
+    import importlib.util
+    import tracemalloc
+
+    from staticgrad.ops.numba_cache import njit_cached
+    from staticgrad.runtime.kernels import NumbaWatch
+
+    path = tmp_path / "cached_twice.py"
+    path.write_text("def twice(x):\n    return 2 * x\n")
+    spec = importlib.util.spec_from_file_location("cached_twice", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert njit_cached(module.twice)(np.arange(3.0))[2] == 4.0   # compiled and saved
+    loading = njit_cached(module.twice)                            # a new dispatcher: loads at its first call
+    tracemalloc.start()
+    watch = NumbaWatch()
+    try:
+        assert loading(np.arange(3.0))[1] == 2.0
+        assert watch.ran and not tracemalloc.is_tracing()
+        assert loading.stats.cache_hits and not loading.stats.cache_misses
+    finally:
+        watch.close()
+        tracemalloc.stop()
+
+
 def test_a_trace_that_compiles_nothing_measures_eager_peak_memory():
     _, eager, _, compiled = _twin_steps(lambda: sg.nn.Linear(6, 2), lambda p: sg.optim.SGD(p, lr=0.1))
     x, y = sg.randn(3, 6), sg.randn(3, 2)
@@ -155,3 +206,101 @@ def test_a_trace_that_compiles_nothing_measures_eager_peak_memory():
     for _ in range(3):
         compiled(x, y)
     assert compiled.stats.replays and compiled.plan.record.eager_peak_bytes > 0
+
+
+# A classifier's training step (ReLU, log-softmax: the ops' Numba loops; a bias gradient: a fused
+# sum; Adam, eager and compiled) run in a fresh process, eager and compiled side by side. Prints
+# how often Numba compiled and refreshed its target context, which of its modules loaded, and the
+# replayed plan's eager peak.
+LOADING_CHILD = """
+import json, os, sys
+os.environ["NUMBA_CACHE_DIR"] = sys.argv[1]   # the ops' loops, as the kernels, in this test's cache
+import numba
+from numba.core import base, event
+refreshes = []
+refresh = base.BaseContext.refresh
+base.BaseContext.refresh = lambda self: refreshes.append(1) or refresh(self)
+compiles = []
+class Count(event.Listener):
+    def on_start(self, _event):
+        compiles.append(1)
+    def on_end(self, _event):
+        pass
+event.register("numba:compile", Count())
+import staticgrad as sg
+F = sg.nn.functional
+
+def build():
+    sg.manual_seed(0)
+    model = sg.nn.Sequential(sg.nn.Linear(6, 8), sg.nn.ReLU(), sg.nn.Linear(8, 3))
+    opt = sg.optim.Adam(model.parameters(), lr=0.01)
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+eager, compiled = build(), sg.compile(build())
+sg.manual_seed(1)
+for _ in range(4):
+    x, y = sg.randn(5, 6), sg.randint(0, 3, (5,))
+    assert eager(x, y).detach().numpy().tobytes() == compiled(x, y).detach().numpy().tobytes()
+print(json.dumps({"replays": compiled.stats.replays, "compiles": len(compiles), "refreshes": len(refreshes),
+                  "eager peak": compiled.plan.record.eager_peak_bytes,
+                  "numba modules": sorted(m for m in sys.modules if m.startswith("numba."))}))
+"""
+
+
+def test_a_process_loading_everything_from_the_cache_skips_numbas_registries(tmp_path):
+    """Loading cached machine code needs Numba's code generator and runtime, not the
+    implementations it compiles with: a warm process never refreshes Numba's target context
+    (about half of Numba's start), and no kernel names a function of Numba's own (array.fill),
+    whose module a cache load would import."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, STATICGRAD_CACHE_DIR=str(tmp_path / "kernels"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", LOADING_CHILD, str(tmp_path / "numba")], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = run(), run()
+    assert cold["compiles"] > 0 and cold["refreshes"] > 0 and cold["replays"] >= 2
+    assert warm["compiles"] == 0 and warm["refreshes"] == 0 and warm["replays"] >= 2, warm
+    assert "numba.np.arrayobj" not in warm["numba modules"]
+    # the first trace loads the ops' loops (no measurement); the second, once Adam's state exists, measures
+    assert cold["eager peak"] > 0 and warm["eager peak"] > 0
+
+
+def test_a_trace_whose_tensors_escape_is_compiled_only_when_inspected():
+    """A training step's first call makes Adam's state, which outlives the call: that trace never
+    replays (the second call traces again), so its passes, buffer plan, code and kernels are not
+    built, unless something reads them."""
+    _, eager, _, compiled = _twin_steps(lambda: sg.nn.Linear(6, 2), lambda p: sg.optim.Adam(p, lr=0.1))
+    x, y = sg.randn(3, 6), sg.randn(3, 2)
+    assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    first = compiled.plan
+    assert first.escaped and not first.replayable
+    assert "graph" not in vars(first) and compiled._passes.symbolic_runs == 0
+    for _ in range(3):
+        assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    assert compiled.stats.traces == 2 and compiled.stats.replays == 2
+    assert compiled._passes.symbolic_runs == 1          # the replayed plan's passes only
+    assert first.graph is not None and "arena" in first.describe() and not first.replayable
+
+
+def test_every_numba_function_cached_on_disk_loads_through_numba_cache():
+    """A Numba function made with numba.njit(cache=True) directly would load with Numba's own cache
+    load, which starts by importing and registering everything Numba can compile (about half of
+    Numba's start): the ops' and optimizers' loops go through ops.numba_cache.njit_cached, and the
+    fused kernels (codegen's decorator) through runtime.kernels' checked cache, which loads likewise."""
+    package = Path(sg.__file__).parent
+    allowed = {package / "ops" / "numba_cache.py", package / "compiler" / "codegen.py"}
+    direct = [f"{path.relative_to(package)}:{number}" for path in sorted(package.rglob("*.py")) if path not in allowed
+              for number, line in enumerate(path.read_text().splitlines(), 1)
+              if re.search(r"njit\([^)]*cache\s*=\s*True", line)]
+    assert not direct, f"use ops.numba_cache.njit_cached: {direct}"

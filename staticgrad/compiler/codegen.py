@@ -224,10 +224,12 @@ def kernel_for_step(step, names: list, outs: list) -> tuple:
         attrs[attr] = _Variable(f"s{index}")
     kernel = attrs["kernel"]
     same_as = tuple(names.index(out) if out in names else None for out in outs)
-    name, source, explicit_dims = kernel_source(kernel, same_as)
+    by_value = tuple(k for k in kernel.value_inputs if names[k] not in outs)
+    name, source, explicit_dims = kernel_source(kernel, same_as, by_value)
     scalars = [repr(attrs[f"s{k}"]) if not isinstance(attrs[f"s{k}"], _Variable) else attrs[f"s{k}"].name
                for k in range(kernel.n_scalars)]
-    args = names + [o for o, alias in zip(outs, same_as) if alias is None] + scalars
+    ins = [f"float({n})" if k in by_value else n for k, n in enumerate(names)]
+    args = ins + [o for o, alias in zip(outs, same_as) if alias is None] + scalars
     args += [str(attrs["dims"][d]) for d in explicit_dims]
     return name, source, args
 
@@ -271,35 +273,41 @@ _SOURCES: dict = {}
 _SOURCES_KEPT = 512
 
 
-def kernel_source(kernel, same_as: tuple = ()) -> tuple:
-    """(name, module source) of a fused group's Numba kernel. The name hashes the source, so
-    the same pattern (in every layer, every model) compiles once.
+def kernel_source(kernel, same_as: tuple = (), by_value: tuple | None = None) -> tuple:
+    """(name, module source, explicit dims) of a fused group's Numba kernel. The name hashes the
+    source, so the same pattern (in every layer, every model) compiles once.
 
     ``same_as[k]`` is the input whose array output k is written into (an in-place update), or
     None: such an output is not a separate argument, its stores go to that input. Besides saving
-    dispatch time, one argument for both lets LLVM see the loop reads and writes one array."""
+    dispatch time, one argument for both lets LLVM see the loop reads and writes one array.
+    ``by_value``: the inputs passed as a float, not an array (of ``kernel.value_inputs``, those
+    that no output is written into; by default all but ``same_as``'s)."""
     same_as = tuple(same_as) or (None,) * kernel.n_outputs
-    key = (id(kernel), same_as)
+    if by_value is None:
+        by_value = tuple(k for k in kernel.value_inputs if k not in same_as)
+    key = (id(kernel), same_as, by_value)
     kept = _SOURCES.get(key)
     if kept is not None and kept[0] is kernel:
         return kept[1]
-    result = _kernel_source(kernel, same_as)
+    result = _kernel_source(kernel, same_as, by_value)
     if len(_SOURCES) >= _SOURCES_KEPT:
         _SOURCES.clear()
     _SOURCES[key] = (kernel, result)
     return result
 
 
-def _kernel_source(kernel, same_as: tuple) -> tuple:
-    arrays = {("in", k): f"a{k}" for k in range(kernel.n_inputs)}
+def _kernel_source(kernel, same_as: tuple, by_value: tuple) -> tuple:
+    # an input taken by value is parameter v<k> (a float), cast once to the loops' dtype as w<k>
+    arrays = {("in", k): _Value(f"w{k}") if k in by_value else f"a{k}" for k in range(kernel.n_inputs)}
     for k, source in enumerate(same_as):
         arrays[("out", k)] = f"a{source}" if source is not None else f"o{k}"
     explicit_dims = sorted({d for loop in kernel.loops if _shape_source(loop) is None for d in loop.dims})
-    args = ([f"a{k}" for k in range(kernel.n_inputs)]
+    args = ([f"v{k}" if k in by_value else f"a{k}" for k in range(kernel.n_inputs)]
             + [f"o{k}" for k in range(kernel.n_outputs) if same_as[k] is None]
             + [f"s{k}" for k in range(kernel.n_scalars)] + [f"n{d}" for d in explicit_dims])
     lines = [f"    T = np.{kernel.loops[0].dtype}"]
     lines += [f"    q{k} = T(s{k})" for k in range(kernel.n_scalars)]
+    lines += [f"    w{k} = T(v{k})" for k in by_value]
     shared = [_shared_loop(loop, arrays) for loop in kernel.loops]
     uses = collections.Counter(helper for helper, _ in shared)
     helpers = {}
@@ -331,7 +339,7 @@ def _shared_loop(loop, arrays: dict) -> tuple:
     keys = [("out", out) for _, out, _ in loop.sums] + [source for source, _ in loop.loads]
     keys += [("out", out) for _, out, _ in loop.stores]
     names = list(dict.fromkeys(arrays[key] for key in keys))
-    parameters = {name: f"p{k}" for k, name in enumerate(names)}
+    parameters = {name: _Value(f"p{k}") if isinstance(name, _Value) else f"p{k}" for k, name in enumerate(names)}
     scalars = list(dict.fromkeys(v for _, _, attrs in loop.body for _, v in attrs if isinstance(v, KernelScalar)))
     dims = list(loop.dims) if _shape_source(loop) is None else []
     local_lines = _loop_lines(0, loop, {key: parameters[name] for key, name in arrays.items() if name in parameters},
@@ -347,6 +355,13 @@ def _shared_loop(loop, arrays: dict) -> tuple:
 def _scalar_name(v: KernelScalar) -> str:
     """A kernel scalar inside the kernel: ``s<k>`` as passed (raw), else ``q<k>``, cast to the loop dtype."""
     return f"{'s' if v.raw else 'q'}{v.index}"
+
+
+class _Value(str):
+    """The name of an input a kernel (or its loop function) takes by value, not as an array: a
+    load reads it as it is, with no index."""
+
+    __slots__ = ()
 
 
 def _shape_source(loop):
@@ -367,16 +382,32 @@ def _index(pattern: tuple) -> str:
     return ", ".join(f"i{d}" if d >= 0 else "0" for d in pattern)
 
 
+def _zero_lines(array: str, ndim: int) -> list:
+    """Lines setting every element of an ``ndim``-dimensional array to zero, as a loop nest: not
+    ``array.fill``, whose Numba implementation is a function of Numba's own that every process
+    loading the kernel from the cache would have to import (numba.np.arrayobj)."""
+    if ndim == 0:
+        return [f"    {array}[()] = T(0.0)"]
+    lines, indent = [], "    "
+    for d in range(ndim):
+        lines.append(f"{indent}for z{d} in range({array}.shape[{d}]):")
+        indent += "    "
+    lines.append(f"{indent}{array}[{', '.join(f'z{d}' for d in range(ndim))}] = T(0.0)")
+    return lines
+
+
 def _loop_lines(number: int, loop, arrays: dict, scalar_names: dict | None = None,
                 dim_names: dict | None = None) -> list:
     """The lines of a loop nest (indented for a function body); the arrays, scalars and explicit
     sizes by the names given (by default a kernel's: ``q<k>``/``s<k>`` and ``n<dim>``)."""
     lines = []
-    for _, out, _pattern in loop.sums:
-        lines.append(f"    {arrays['out', out]}.fill(T(0.0))")
+    for _, out, pattern in loop.sums:
+        lines += _zero_lines(arrays["out", out], len(pattern))
     hoisted, inner = [], []
     for k, (source, pattern) in enumerate(loop.loads):
-        line = f"x{number}_{k} = {arrays[source]}[{_index(pattern)}]"
+        array = arrays[source]
+        read = array if isinstance(array, _Value) else f"{array}[{_index(pattern)}]"
+        line = f"x{number}_{k} = {read}"
         (hoisted if all(d < 0 for d in pattern) else inner).append(line)
     lines += [f"    {line}" for line in hoisted]
     shape_source = _shape_source(loop)

@@ -276,8 +276,13 @@ class FusedLoop:
 
 @dataclass(frozen=True, slots=True)
 class FusedKernel:
+    """A fused group's kernel: its loop nests, run in order. ``value_inputs``: the inputs (by index)
+    that are 0-d arrays of the loops' dtype, which the kernel may take as one value (a float)
+    rather than as an array: Numba compiles a float argument in a fraction of an array's time."""
+
     loops: tuple
     n_inputs: int
     n_outputs: int
     n_scalars: int
     n_dims: int
+    value_inputs: tuple = ()

@@ -19,15 +19,20 @@ import math
 import numba
 import numpy as np
 
+from staticgrad.ops.numba_cache import njit_cached
 
-def _jit(function, fastmath=False):
+
+def _jit(function, fastmath=False, inner=False):
     """Compiled on first call; without a C wrapper (the loops are called from Python and from each
-    other, never from C), which would add a tenth to each loop's compile time."""
-    options = {"nogil": True, "error_model": "numpy", "no_cfunc_wrapper": True, "fastmath": fastmath}
-    try:
-        return numba.njit(cache=True, **options)(function)
-    except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(**options)(function)
+    other, never from C), which would add a tenth to each loop's compile time. ``inner``: called
+    from the other loops only, so without the wrapper for calls from Python either (Numba builds
+    one per function, per argument)."""
+    return njit_cached(function, nogil=True, error_model="numpy", no_cfunc_wrapper=True, fastmath=fastmath,
+                       no_cpython_wrapper=inner)
+
+
+def _jit_inner(function):
+    return _jit(function, inner=True)
 
 
 # ---- erf ----------------------------------------------------------------------------------------
@@ -47,7 +52,7 @@ _Q1, _Q2, _Q3, _Q4, _Q5, _Q6 = (
     42.97973328305507, -10.406715999562437)
 
 
-@_jit
+@_jit_inner
 def erf_float32(x):
     """erf of a float32 value, as float32 (NaN stays NaN, +-inf gives +-1)."""
     c = np.float64(x)
@@ -296,7 +301,7 @@ def max_pool2d_backward(g, indices, out):
 # every other operation in these loops is the plain IEEE one written.
 
 def _jit_reassociating(function):
-    return _jit(function, fastmath={"reassoc"})
+    return _jit(function, fastmath={"reassoc"}, inner=True)
 
 
 @_jit_reassociating
@@ -317,7 +322,7 @@ def row_dot(a, ra, b, rb, zero):
     return total
 
 
-@_jit
+@_jit_inner
 def row_max(a, r):
     """Largest of row r of a (rows, n >= 1), in eight lanes: lane k takes the elements j = k mod 8
     of the whole blocks of eight, the rest joins lane 0, then the lanes meet in a fixed tree. A
@@ -445,6 +450,7 @@ def layer_norm_backward(g, x, mean, rstd, weight, has_weight, out, scaled, grad_
     row's last pass, and scaled (1, n) gw."""
     rows, n = g.shape
     zero = count - count
+    top = rows - rows   # scaled's one row, 0 as a variable: a literal would compile row_sum and row_dot again
     if has_weight:
         grad_weight[:] = zero
         grad_bias[:] = zero
@@ -458,8 +464,8 @@ def layer_norm_backward(g, x, mean, rstd, weight, has_weight, out, scaled, grad_
                 grad_weight[j] += v * out[r, j]
                 grad_bias[j] += v
                 scaled[0, j] = v * weight[j]
-            mean_gw = row_sum(scaled, 0, zero) / count
-            mean_gw_xhat = row_dot(scaled, 0, out, r, zero) / count
+            mean_gw = row_sum(scaled, top, zero) / count
+            mean_gw_xhat = row_dot(scaled, top, out, r, zero) / count
             for j in range(n):
                 out[r, j] = ((scaled[0, j] - mean_gw) - out[r, j] * mean_gw_xhat) * inv
         else:

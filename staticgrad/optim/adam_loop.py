@@ -8,15 +8,13 @@ Loaded on the first untraced step, not with staticgrad (loading Numba takes abou
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from staticgrad.ops.numba_cache import njit_cached
 
 
 def _jit(function):
-    try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy")(function)
-    except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(nogil=True, error_model="numpy")(function)
+    return njit_cached(function, nogil=True, error_model="numpy")
 
 
 # Where each constant sits in ``constants`` (an array of the parameter's dtype: NumPy's weak-scalar

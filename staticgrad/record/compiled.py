@@ -33,6 +33,7 @@ from staticgrad.ops.quiet import errors_trapped
 from staticgrad.ops.registry import jit_loops
 from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
+from staticgrad.record.escaped import EscapedPlan
 from staticgrad.record.finish import finish
 from staticgrad.record.float_arguments import as_replay_scalars, float_arguments, same_recording, without_float_values
 from staticgrad.record.plan import Plan
@@ -40,7 +41,7 @@ from staticgrad.record.scalars import CallFloats
 from staticgrad.record.stats import CompileStats
 from staticgrad.record.tracer import Tracer
 from staticgrad.record.trees import flatten_outputs
-from staticgrad.runtime.kernels import CompileWatch, load_numba
+from staticgrad.runtime.kernels import NumbaWatch, load_numba
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
@@ -168,15 +169,16 @@ class CompiledFunction:
         # eager's peak memory, for plan.describe(): measured on the first signature's traces only,
         # since tracemalloc doubles a trace's time and a new batch size should cost little
         measuring = not tracemalloc.is_tracing() and (not self._cache or key in self._cache)
-        compiles = None
+        watch = None
         if measuring:
-            # Numba's first load in the process (the ops' loops, then the kernels need it) runs here,
+            # Numba's start in the process (the ops' loops, then the kernels need it) runs here,
             # untraced: under tracemalloc it costs several times as much, and its allocations are no
-            # part of eager's peak. So does an op's loop compiled at its first call: it ends the
-            # measurement (this trace reports no peak; a later trace of the signature measures)
+            # part of eager's peak. So does an op's loop compiled or loaded from the cache at its first
+            # call: it ends the measurement (this trace reports no peak; a later trace of the signature
+            # measures, as a training step's second trace, once its optimizer state exists, does)
             jit_loops()
             load_numba()
-            compiles = CompileWatch()
+            watch = NumbaWatch()
             tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)
@@ -187,8 +189,8 @@ class CompiledFunction:
             Tracing.tracer = previous
             peak = None
             if measuring:
-                compiles.close()
-                if not compiles.compiled:
+                watch.close()
+                if not watch.ran:
                     peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
         with self._lock:
@@ -215,6 +217,19 @@ class CompiledFunction:
         record = finish(tracer, flat_out, eager_peak_bytes=peak, differentiable=differentiable)
         if record.failure is not None:
             return Plan(record, key)
+        if record.escapes:   # it never replays: the next call traces again (compiled only if inspected)
+            entries = self._cache.get(key)
+            escaped_before = bool(entries) and entries[0].escaped
+            plan = EscapedPlan(record, key, lambda: self._compiled_plan(record, key, keep, tree, epoch, backward,
+                                                                        n_inputs))
+            if escaped_before:
+                plan.failure = (f"{record.escapes[0]} made inside the function is still referenced after it "
+                                "returned (kept in outside state), and a replay would not update it; return it instead")
+            return plan
+        return self._compiled_plan(record, key, keep, tree, epoch, backward, n_inputs)
+
+    def _compiled_plan(self, record, key, keep, tree, epoch, backward, n_inputs) -> Plan:
+        """The plan of a finished record: passes, buffer plan, replay code and kernels."""
         compiled_backward = None
         forward_graph = record.graph
         if backward is not None:
@@ -233,13 +248,8 @@ class CompiledFunction:
                     compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,
                     global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch,
                     roles=_captured_roles(record), backward=compiled_backward)
-        if record.escapes:
-            entries = self._cache.get(key)
-            escaped_before = bool(entries) and entries[0].escaped
+        if record.escapes:   # compiled for inspection (EscapedPlan): it does not replay
             plan.mark_escaped(record.escapes)
-            if escaped_before:
-                plan.failure = (f"{record.escapes[0]} made inside the function is still referenced after it "
-                                "returned (kept in outside state), and a replay would not update it; return it instead")
         return plan
 
     def _share_over_float_values(self, key, plan) -> None:

@@ -6,8 +6,9 @@ run as module ``staticgrad_kernel_<name>``, so Numba's own on-disk cache (``cach
 code instead of compiling it. The cache directory is ``$STATICGRAD_CACHE_DIR``, else
 ``~/.cache/staticgrad/kernels``.
 
-Numba reads a kernel's cache entry at its first call for a signature, so a broken entry (a
-truncated file, one written under another module name) would fail a replay: each kernel's Numba
+Numba reads a kernel's cache entry at its first call for a signature (without the refresh of its
+registries its own load starts with: ``ops.numba_cache``), so a broken entry (a truncated file,
+one written under another module name) would fail a replay: each kernel's Numba
 cache object is wrapped to drop such an entry and compile afresh. When the directory cannot be
 written at all, kernels are compiled in memory. Both cases warn once per directory.
 """
@@ -24,6 +25,8 @@ import tracemalloc
 import types
 import warnings
 from pathlib import Path
+
+from staticgrad.ops.numba_cache import LOAD_EVENT, load_cached, prepare_loading
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()      # one kernel object per name, even for concurrent first replays
@@ -61,19 +64,16 @@ def loaded_kernels() -> dict:
 
 
 def load_numba() -> None:
-    """Import Numba and build its CPU target's typing and code-generation contexts (what its first
-    compile or cache load in a process would do), e.g. before a traced call measures eager memory
-    with tracemalloc, which would otherwise trace Numba's own loading at several times its cost."""
-    from numba.core.registry import cpu_target  # numba loads here, on a first trace, not with staticgrad
-
-    cpu_target.typing_context.refresh()
-    cpu_target.target_context.refresh()
+    """Import Numba and make what its cache loads need (see ``ops.numba_cache``), e.g. before a
+    traced call measures eager memory with tracemalloc, which would otherwise trace Numba's own
+    loading at several times its cost. A compile loads the rest, untraced (``NumbaWatch``)."""
+    prepare_loading()
 
 
-class CompileWatch:
-    """Until ``close()``, notes whether Numba compiled anything (in any thread) and stops
-    tracemalloc when it starts to: traced, a compile takes several times as long, and its memory
-    is the compiler's, not the caller's. Cache loads are no compiles: they pass unnoticed."""
+class NumbaWatch:
+    """Until ``close()``, notes whether Numba compiled or loaded machine code from its cache (in any
+    thread) and stops tracemalloc when it starts to: traced, Numba's work takes several times as
+    long, and its memory is Numba's, not the caller's. Calls of compiled code pass unnoticed."""
 
     def __init__(self):
         from numba.core import event  # numba loads with the first trace, not with staticgrad
@@ -82,19 +82,23 @@ class CompileWatch:
 
         class Listener(event.Listener):
             def on_start(self, _event):
-                watch.compiled = True
+                watch.ran = True
                 tracemalloc.stop()
 
             def on_end(self, _event):
                 pass
 
-        self.compiled = False
+        self.ran = False
         self._listener = Listener()
         self._event = event
-        event.register("numba:compile", self._listener)
+        for kind in self.KINDS:
+            event.register(kind, self._listener)
+
+    KINDS = ("numba:compile", LOAD_EVENT)
 
     def close(self) -> None:
-        self._event.unregister("numba:compile", self._listener)
+        for kind in self.KINDS:
+            self._event.unregister(kind, self._listener)
 
 
 def _new_kernel(name: str, source: str):
@@ -237,7 +241,7 @@ class _CheckedCache:
 
     def load_overload(self, sig, target_context):
         try:
-            result = self._cache.load_overload(sig, target_context)
+            result = load_cached(self._cache, sig, target_context)
             if result is not None:
                 _check_entry(result, sig, self._module)
             return result

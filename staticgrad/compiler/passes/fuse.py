@@ -245,7 +245,9 @@ def _build(group: _Group, graph: Graph, users: dict, live: set) -> Op:
         pattern = tuple(lead + d if lead + d >= k else -1 for d in range(len(out_shape)))
         sums.append((temp_of[op.inputs[0]], len(outputs) - 1, pattern))
     loop = FusedLoop(ndim, group.dtype, tuple(range(ndim)), tuple(loads), tuple(body), tuple(stores), tuple(sums))
-    kernel = FusedKernel((loop,), len(inputs), len(outputs), len(slots), ndim)
+    values = tuple(k for k, v in enumerate(inputs)
+                   if graph.values[v].shape == () and graph.values[v].dtype == group.dtype)
+    kernel = FusedKernel((loop,), len(inputs), len(outputs), len(slots), ndim, values)
     attrs = {"kernel": kernel, "dims": tuple(shape)}
     for slot, index in slots.items():
         attrs[f"s{index}"] = slot
@@ -277,8 +279,9 @@ def _merge(a: Op, b: Op) -> Op:
         dims = tuple(d + ka.n_dims for d in loop.dims)
         return replace(loop, loads=loads, stores=stores, sums=sums, body=body, dims=dims)
 
+    values = ka.value_inputs + tuple(source_of[k][1] for k in kb.value_inputs if source_of[k][0] == "in")
     kernel = FusedKernel(ka.loops + tuple(shift(l) for l in kb.loops), ka.n_inputs + len(b_inputs),
-                         ka.n_outputs + kb.n_outputs, len(merged_slots), ka.n_dims + kb.n_dims)
+                         ka.n_outputs + kb.n_outputs, len(merged_slots), ka.n_dims + kb.n_dims, values)
     attrs = {"kernel": kernel, "dims": a.attr_dict["dims"] + b.attr_dict["dims"]}
     for slot, index in merged_slots.items():
         attrs[f"s{index}"] = slot

@@ -8,15 +8,12 @@ Loaded on first use, not with staticgrad (loading Numba takes about half a secon
 
 from __future__ import annotations
 
-import numba
+from staticgrad.ops.numba_cache import njit_cached
 
 
 def _jit(function):
     """Compiled on first call, without a C wrapper (called from Python only; it costs compile time)."""
-    try:
-        return numba.njit(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True)(function)
-    except RuntimeError:  # "no locator available": no writable cache directory
-        return numba.njit(nogil=True, error_model="numpy", no_cfunc_wrapper=True)(function)
+    return njit_cached(function, nogil=True, error_model="numpy", no_cfunc_wrapper=True)
 
 
 @_jit

@@ -5,12 +5,20 @@ blocks; then the peak memory of four forwards outstanding before one backward, e
 and the bytes each call keeps for its backward against what eager's graph holds.
 
     python benchmarks/compiled_model.py [--model mlp cnn lstm transformer] [--size tiny medium] [--steps 300]
+                                        [--threads 1]
+
+``--threads N`` sets the BLAS and PyTorch thread pools to N (the script runs itself again with the
+BLAS variables set): PyTorch's own pool otherwise takes every core, and on a machine shared with
+other work its threads wait on each other far longer than the step takes.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
+import subprocess
+import sys
 import tracemalloc
 
 import staticgrad
@@ -18,6 +26,8 @@ from staticgrad.bench.families import FAMILIES, as_tensors, bench_model, build, 
 from staticgrad.bench.measure import interleaved_medians
 from staticgrad.bench.models import SIZES
 from staticgrad.bench.runner import machine_line
+
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def looping(step, data):
@@ -87,7 +97,18 @@ def main() -> None:
     parser.add_argument("--size", nargs="+", default=["tiny", "medium"], choices=list(SIZES),
                         help="MLP sizes (default: tiny medium)")
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=None, help="BLAS and PyTorch threads (default: theirs)")
     args = parser.parse_args()
+    if args.threads and os.environ.get("STATICGRAD_BENCH_THREADS") != str(args.threads):
+        threads = str(args.threads)
+        env = dict(os.environ, STATICGRAD_BENCH_THREADS=threads, **dict.fromkeys(THREAD_VARIABLES, threads))
+        sys.exit(subprocess.call([sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env=env))
+    if args.threads:
+        try:
+            import torch  # the optional PyTorch peer
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
     print(machine_line())
     models = [bench_model(family, size) for family in args.model
               for size in (args.size if family == "mlp" else [None])]

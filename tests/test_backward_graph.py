@@ -458,3 +458,46 @@ def test_a_recording_frees_the_compiled_nodes_idle_arenas_and_the_engine_still_r
         loss_fn(net(x), y).backward()
         handle.remove()
     assert seen == [1, 1] and _same_grads(eager, model) and len(node_program._idle) == 1
+
+
+@pytest.mark.bitexact
+def test_random_programs_with_zero_dim_tensors_split_as_a_compiled_model_replay_as_eager():
+    """As above, with 0-d leaves and values among the programs' tensors."""
+    from hypothesis import assume, given, note, settings
+
+    from tests.test_differential import COMMON, assert_replay_equals_eager, programs
+
+    @settings(max_examples=15, **COMMON)
+    @given(programs(zero_dim=True))
+    def one(program):
+        assume(program.lines)
+        note(repr(program))
+        eager, _ = _model_mode(program, compiled=False)
+        compiled, _ = _model_mode(program, compiled=True)
+        assert_replay_equals_eager(compiled, eager)
+
+    one()
+
+
+@pytest.mark.bitexact
+def test_replaced_parameters_and_a_reloaded_state_replay_as_eager():
+    """A parameter replaced by a new one (the model's plan traces again: a new node, a new key) and
+    a state dict loaded in place between steps: every step's gradients and parameters are eager's."""
+    eager, model, data, loss_fn = _family_twins("mlp")
+    opts = [sg.optim.SGD(net.parameters(), lr=0.1, momentum=0.9) for net in (eager, model)]
+    for k in range(12):
+        x, y = data[k % len(data)]
+        if k == 5:
+            for net in (eager, model):
+                net[2].weight = sg.nn.Parameter(net[2].weight.detach() * 0.5)
+            opts = [sg.optim.SGD(net.parameters(), lr=0.1, momentum=0.9) for net in (eager, model)]
+        if k == 9:
+            state = {name: t * 1.25 for name, t in eager.state_dict().items()}
+            for net in (eager, model):
+                net.load_state_dict(state)
+        for net, opt in zip((eager, model), opts):
+            opt.zero_grad()
+            loss_fn(net(x), y).backward()
+            opt.step()
+        assert _same_grads(eager, model) and _same_parameters(eager, model), f"step {k}"
+    assert model.stats.backward_replays >= 4, model.stats

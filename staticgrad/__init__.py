@@ -141,3 +141,7 @@ cuda.amp = amp.cuda_amp
 # dtype facts (finfo, iinfo, promotion), torch.linalg's norms.
 from staticgrad import linalg
 from staticgrad._eager.type_info import can_cast, finfo, iinfo, promote_types, result_type
+# Special functions and more elementwise arithmetic (staticgrad._eager.special_functions).
+from staticgrad._eager.special_functions import (addcdiv, addcmul, deg2rad, digamma, erfc, erfinv, fmax, fmin, frac,
+                                                 heaviside, hypot, i0, lgamma, logit, nextafter, polygamma,
+                                                 rad2deg, sgn, sinc, xlogy)

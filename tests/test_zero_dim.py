@@ -300,6 +300,31 @@ def _math_cases():
 CASES += _math_cases()
 
 
+def _special_cases():
+    """The special functions and the elementwise arithmetic of staticgrad._eager.special_functions."""
+    for name in ("erfc", "erfinv", "lgamma", "digamma", "i0", "sinc", "frac", "sgn", "deg2rad", "rad2deg", "logit"):
+        yield Case(f"Tensor.{name}", _method(name), [X])
+        yield Case(f"Tensor.{name}_", lambda lib, a, n=name: getattr(a.clone(), f"{n}_")(), [X])
+    yield Case("Tensor.polygamma", _method("polygamma", 2), [P])
+    yield Case("Tensor.polygamma_", lambda lib, a: a.clone().polygamma_(1), [P])
+    for name in ("hypot", "xlogy", "nextafter", "fmax", "fmin", "heaviside"):
+        arrays = [X, ROW] if name != "heaviside" else [X, Y]
+        grad = name != "heaviside"
+        fn = (lambda lib, a, b, n=name: getattr(a, n)(b)) if grad else (
+            lambda lib, a, b: a.detach().heaviside(b.detach()))
+        yield Case(f"Tensor.{name}", fn, arrays)
+        if name not in ("fmax", "fmin"):
+            inplace = (lambda lib, a, b, n=name: getattr(a.clone(), f"{n}_")(b)) if grad else (
+                lambda lib, a, b: a.detach().clone().heaviside_(b.detach()))
+            yield Case(f"Tensor.{name}_", inplace, [X, Y])
+    for name in ("addcmul", "addcdiv"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, c, n=name: getattr(a, n)(b, c, value=0.5), [X, ROW, P])
+        yield Case(f"Tensor.{name}_", lambda lib, a, b, c, n=name: getattr(a.clone(), f"{n}_")(b, c), [X, Y, P])
+
+
+CASES += _special_cases()
+
+
 def _reductions_more_cases():
     """var/std (correction=0: one element has no degrees of freedom otherwise), prod, any, all, the
     scans, the value tests, floor_divide/remainder/fmod (integers: floor_divide has no derivative)

@@ -54,6 +54,7 @@ __all__ = ["DTYPE_RULES", "KINDS", "OPS", "OpDef", "Save", "amend", "as_array", 
 from staticgrad.ops import (  # noqa: F401  (fill OPS)
     activations,
     activations_more,
+    arith_more,
     bitwise,
     casts,
     group_norm,
@@ -64,6 +65,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     rnn_layer,
     scans,
     scatter,
+    special_ops,
     statistics,
     vector_norm,
 )

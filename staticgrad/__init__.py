@@ -145,3 +145,6 @@ from staticgrad._eager.type_info import can_cast, finfo, iinfo, promote_types, r
 from staticgrad._eager.special_functions import (addcdiv, addcmul, deg2rad, digamma, erfc, erfinv, fmax, fmin, frac,
                                                  heaviside, hypot, i0, lgamma, logit, nextafter, polygamma,
                                                  rad2deg, sgn, sinc, xlogy)
+# Order statistics, NaN-aware reductions, quantiles and distances (staticgrad._eager.order_functions).
+from staticgrad._eager.order_functions import (aminmax, cdist, dist, kthvalue, median, mode, nanmean, nanmedian,
+                                               nanquantile, nansum, pdist, quantile, renorm)

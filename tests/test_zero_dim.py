@@ -325,6 +325,21 @@ def _special_cases():
 CASES += _special_cases()
 
 
+def _order_cases():
+    """Order statistics, NaN-aware reductions and quantiles on a 0-dim tensor: its one element."""
+    for name, args in (("median", ()), ("median", (0,)), ("nanmedian", ()), ("nanmedian", (-1,)), ("kthvalue", (1,)),
+                       ("mode", ()), ("nansum", ()), ("nanmean", ()), ("quantile", (0.3,)), ("quantile", (0.3, 0)),
+                       ("nanquantile", (0.6,))):
+        yield Case(f"Tensor.{name}", _method(name, *args), [X])
+    yield Case("Tensor.aminmax", lambda lib, a: a.aminmax(), [X])
+    yield Case("Tensor.dist", lambda lib, a, b: a.dist(b), [X, Y])
+    yield Case("Tensor.renorm", lambda lib, a: a.renorm(2, 0, 1.0), [X])  # PyTorch's error: fewer than 2 dims
+    yield Case("Tensor.renorm_", lambda lib, a: a.clone().renorm_(2, 0, 1.0), [X])
+
+
+CASES += _order_cases()
+
+
 def _reductions_more_cases():
     """var/std (correction=0: one element has no degrees of freedom otherwise), prod, any, all, the
     scans, the value tests, floor_divide/remainder/fmod (integers: floor_divide has no derivative)

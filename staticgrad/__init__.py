@@ -148,3 +148,6 @@ from staticgrad._eager.special_functions import (addcdiv, addcmul, deg2rad, diga
 # Order statistics, NaN-aware reductions, quantiles and distances (staticgrad._eager.order_functions).
 from staticgrad._eager.order_functions import (aminmax, cdist, dist, kthvalue, median, mode, nanmean, nanmedian,
                                                nanquantile, nansum, pdist, quantile, renorm)
+# Counting and locating values: unique, bincount, histc, searchsorted (staticgrad._eager.counting_functions).
+from staticgrad._eager.counting_functions import (bincount, bucketize, histc, searchsorted, unique,
+                                                  unique_consecutive)

@@ -338,6 +338,10 @@ def _order_cases():
 
 
 CASES += _order_cases()
+CASES += [Case("Tensor.unique", lambda lib, a: a.detach().unique(return_counts=True), [X]),
+          Case("Tensor.unique_consecutive", lambda lib, a: a.detach().unique_consecutive(), [X]),
+          Case("Tensor.histc", lambda lib, a: a.detach().histc(bins=3), [X]),
+          Case("Tensor.bincount", lambda lib, a: (a.detach() * 10).long().bincount(), [X])]  # PyTorch's 1-d error
 
 
 def _reductions_more_cases():

@@ -198,6 +198,7 @@ from staticgrad._eager import bitwise as _bitwise  # noqa: E402
 from staticgrad._eager import casts as _casts  # noqa: E402
 from staticgrad._eager import composites as _composites  # noqa: E402
 from staticgrad._eager import reductions_more as _reductions_more  # noqa: E402
+from staticgrad._eager.counting_functions import METHODS as _COUNTING_METHODS  # noqa: E402
 from staticgrad._eager.math_functions import METHODS as _MATH_METHODS  # noqa: E402
 from staticgrad._eager.new_factories import METHODS as _NEW_METHODS  # noqa: E402
 from staticgrad._eager.order_functions import METHODS as _ORDER_METHODS  # noqa: E402
@@ -207,7 +208,7 @@ from staticgrad._eager.special_functions import METHODS as _SPECIAL_METHODS  # n
 
 for _table in (_MATH_METHODS, _reductions_more.METHODS, _casts.METHODS, _NEW_METHODS, _RANDOM_METHODS,
                _bitwise.METHODS, _SCATTER_METHODS, _composites.METHODS, _SPECIAL_METHODS,
-               _ORDER_METHODS):
+               _ORDER_METHODS, _COUNTING_METHODS):
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)

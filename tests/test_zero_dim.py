@@ -344,6 +344,29 @@ CASES += [Case("Tensor.unique", lambda lib, a: a.detach().unique(return_counts=T
           Case("Tensor.bincount", lambda lib, a: (a.detach() * 10).long().bincount(), [X])]  # PyTorch's 1-d error
 
 
+def _margin_loss_cases():
+    """The margin and likelihood losses on 0-dim inputs (a 0-dim target; PyTorch's errors where it refuses)."""
+    def F(lib):
+        return lib.nn.functional
+
+    yield Case("F.margin_ranking_loss", lambda lib, a, b: F(lib).margin_ranking_loss(a, b, lib.tensor(-1.0)), [X, Y])
+    yield Case("F.hinge_embedding_loss", lambda lib, a: F(lib).hinge_embedding_loss(a, lib.tensor(-1.0)), [X])
+    yield Case("F.soft_margin_loss", lambda lib, a: F(lib).soft_margin_loss(a, lib.tensor(1.0)), [X])
+    yield Case("F.multilabel_soft_margin_loss", lambda lib, a: F(lib).multilabel_soft_margin_loss(
+        a, lib.tensor(1.0)), [X])
+    yield Case("F.multilabel_margin_loss", lambda lib, a: F(lib).multilabel_margin_loss(a, lib.tensor(0)), [X])
+    yield Case("F.multi_margin_loss", lambda lib, a: F(lib).multi_margin_loss(a, lib.tensor(0)), [X])
+    yield Case("F.pairwise_distance", lambda lib, a, b: F(lib).pairwise_distance(a, b), [X, Y])
+    yield Case("F.triplet_margin_loss", lambda lib, a, b, c: F(lib).triplet_margin_loss(a, b, c), [X, Y, P])
+    yield Case("F.cosine_embedding_loss", lambda lib, a, b: F(lib).cosine_embedding_loss(a, b, lib.tensor(1.0)),
+               [X, Y])
+    yield Case("F.poisson_nll_loss", lambda lib, a: F(lib).poisson_nll_loss(a, lib.tensor(2.0)), [X])
+    yield Case("F.gaussian_nll_loss", lambda lib, a, b: F(lib).gaussian_nll_loss(a, b, lib.tensor(0.5)), [X, Y])
+
+
+CASES += _margin_loss_cases()
+
+
 def _reductions_more_cases():
     """var/std (correction=0: one element has no degrees of freedom otherwise), prod, any, all, the
     scans, the value tests, floor_divide/remainder/fmod (integers: floor_divide has no derivative)
@@ -543,6 +566,9 @@ FIRST_ORDER_ONLY = {
     "F.hardsigmoid": "PyTorch has no derivative of hardsigmoid_backward (staticgrad raises the same error)",
     "F.hardshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
     "F.softshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
+    "F.multi_margin_loss": "PyTorch has no derivative of multi_margin_loss_backward (staticgrad's differentiates)",
+    "F.multilabel_margin_loss": "PyTorch has no derivative of multilabel_margin_loss_backward (staticgrad's "
+                                "differentiates)",
 }
 
 

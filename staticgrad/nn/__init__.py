@@ -51,6 +51,19 @@ from staticgrad.nn.loss_more import (
     L1Loss,
     SmoothL1Loss,
 )
+from staticgrad.nn.margin_losses import (
+    CosineEmbeddingLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MarginRankingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    PairwiseDistance,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
 from staticgrad.nn.padding import (
@@ -203,3 +216,8 @@ __all__ = [
 
 # PyTorch's module paths for the classes above (torch.nn.modules.linear.Linear is torch.nn.Linear).
 from staticgrad.nn import modules
+
+# The margin, embedding and likelihood losses (staticgrad.nn.margin_losses).
+__all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelMarginLoss",
+            "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PairwiseDistance", "PoissonNLLLoss", "SoftMarginLoss",
+            "TripletMarginLoss"]

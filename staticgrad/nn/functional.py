@@ -128,6 +128,19 @@ from staticgrad.nn.loss_more import (  # noqa: E402
     l1_loss,
     smooth_l1_loss,
 )
+from staticgrad.nn.margin_losses import (  # noqa: E402
+    cosine_embedding_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    pairwise_distance,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+)
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
 from staticgrad.nn.pooling import (  # noqa: E402
     adaptive_avg_pool1d,

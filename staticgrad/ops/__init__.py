@@ -60,6 +60,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     counting,
     distances,
     group_norm,
+    loss_margin,
     math_more,
     math_ops,
     order_stats,

@@ -3,15 +3,37 @@
 from staticgrad.nn.layers import MSELoss
 from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.loss_more import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
+from staticgrad.nn.margin_losses import (
+                                         CosineEmbeddingLoss,
+                                         GaussianNLLLoss,
+                                         HingeEmbeddingLoss,
+                                         MarginRankingLoss,
+                                         MultiLabelMarginLoss,
+                                         MultiLabelSoftMarginLoss,
+                                         MultiMarginLoss,
+                                         PoissonNLLLoss,
+                                         SoftMarginLoss,
+                                         TripletMarginLoss,
+)
 
 __all__ = [
-    "BCELoss",
-    "BCEWithLogitsLoss",
-    "CrossEntropyLoss",
-    "HuberLoss",
-    "KLDivLoss",
-    "L1Loss",
-    "MSELoss",
-    "NLLLoss",
-    "SmoothL1Loss",
+                                         "BCELoss",
+                                         "BCEWithLogitsLoss",
+                                         "CosineEmbeddingLoss",
+                                         "CrossEntropyLoss",
+                                         "GaussianNLLLoss",
+                                         "HingeEmbeddingLoss",
+                                         "HuberLoss",
+                                         "KLDivLoss",
+                                         "L1Loss",
+                                         "MSELoss",
+                                         "MarginRankingLoss",
+                                         "MultiLabelMarginLoss",
+                                         "MultiLabelSoftMarginLoss",
+                                         "MultiMarginLoss",
+                                         "NLLLoss",
+                                         "PoissonNLLLoss",
+                                         "SmoothL1Loss",
+                                         "SoftMarginLoss",
+                                         "TripletMarginLoss",
 ]

@@ -313,7 +313,7 @@ def test_compiled_draws_read_the_generator_they_were_given():
 
 def test_training_step_with_dropout_by_bernoulli_replays_as_eager():
     def make():
-        w = sg.tensor(np.linspace(-1, 1, 12).reshape(4, 3), requires_grad=True)
+        w = sg.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), requires_grad=True)
         opt = sg.optim.SGD([w], lr=0.1)
 
         def step(x):

@@ -360,6 +360,8 @@ def tensordot(a, b, dims=2, out=None):
     """torch.tensordot: a contraction over ``dims`` (the last n of a with the first n of b, or two lists)."""
     fn.require_tensor(a, "tensordot")
     fn.require_tensor(b, "tensordot", "b", 2)
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError("both inputs should have same dtype")
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):

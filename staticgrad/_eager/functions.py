@@ -401,15 +401,36 @@ def gather(input, dim, index):
 
 # ---- matrix products --------------------------------------------------------------------------
 
+# ---- products: PyTorch's BLAS-backed ops take operands of one dtype, never promoting ---------------
+
+def _cpp_type(t) -> str:
+    """A tensor's dtype as PyTorch's C++ messages name it (float, double, c10::Half, long int)."""
+    return _CPP_TYPE_NAMES.get(t._data.dtype.name, t._data.dtype.name)
+
+
+def _scalar_type(t) -> str:
+    """A tensor's dtype as PyTorch's ScalarType names it (Float, Double, Half, Long)."""
+    return _dtypes.from_numpy_dtype(t._data.dtype).tensor_type[:-6]
+
+
+def _same_dtype_mm(mat1, mat2) -> None:
+    if mat1._data.dtype != mat2._data.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_cpp_type(mat1)} != "
+                           f"{_cpp_type(mat2)}")
+
+
 def mm(input, mat2):
     require_tensor(input, "mm")
     require_tensor(mat2, "mm", "mat2", 2)
+    _same_dtype_mm(input, mat2)
     return dispatch(_op("mm"), (input, mat2), {})
 
 
 def bmm(input, mat2):
     require_tensor(input, "bmm")
     require_tensor(mat2, "bmm", "mat2", 2)
+    if input._data.dtype != mat2._data.dtype:
+        raise RuntimeError(f"expected scalar type {_scalar_type(input)} but found {_scalar_type(mat2)}")
     return dispatch(_op("bmm"), (input, mat2), {})
 
 
@@ -420,6 +441,9 @@ def mv(input, vec):
         raise _no_dims(0)
     if input._data.ndim != 2 or vec._data.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input._data.ndim}, {vec._data.ndim}")
+    if input._data.dtype != vec._data.dtype:  # PyTorch's mv is addmv into a result of vec's dtype
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {_scalar_type(vec)}, "
+                           f"{_scalar_type(input)}, and {_scalar_type(vec)}")
     return dispatch(_op("mv"), (input, vec), {})
 
 
@@ -428,6 +452,9 @@ def dot(input, other):
     require_tensor(other, "dot", "tensor", 2)
     if input._data.ndim != 1 or other._data.ndim != 1:  # np.dot would multiply scalars or matrices
         raise RuntimeError(f"1D tensors expected, but got {input._data.ndim}D and {other._data.ndim}D tensors")
+    if input._data.dtype != other._data.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_scalar_type(input)} and "
+                           f"{_scalar_type(other)}")
     return dispatch(_op("dot"), (input, other), {})
 
 
@@ -435,6 +462,10 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     require_tensor(input, "addmm")
     require_tensor(mat1, "addmm", "mat1", 2)
     require_tensor(mat2, "addmm", "mat2", 3)
+    for name, operand in (("self", input), ("mat1", mat1)):  # PyTorch checks in this order
+        if operand._data.dtype != mat2._data.dtype:
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_scalar_type(operand)} and "
+                               f"{_scalar_type(mat2)}")
     return dispatch(_op("addmm"), (input, mat1, mat2), {"beta": beta, "alpha": alpha})
 
 

@@ -365,6 +365,12 @@ def _margin_loss_cases():
 
 
 CASES += _margin_loss_cases()
+# The poolings and rearrangements of staticgrad.nn.pooling_more refuse 0-dim input with PyTorch's errors.
+_POOLING_MORE = (("adaptive_avg_pool3d", (1,)), ("adaptive_max_pool1d", (1,)), ("adaptive_max_pool2d", (1,)),
+                 ("avg_pool3d", (1,)), ("fold", (1, 1)), ("lp_pool1d", (2, 1)), ("lp_pool2d", (2, 1)),
+                 ("max_pool3d", (1,)), ("pixel_shuffle", (1,)), ("pixel_unshuffle", (1,)), ("unfold", (1,)))
+CASES += [Case(f"F.{name}", (lambda n, a: lambda lib, x: getattr(lib.nn.functional, n)(x, *a))(name, args), [X])
+          for name, args in _POOLING_MORE]
 
 
 def _reductions_more_cases():

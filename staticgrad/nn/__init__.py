@@ -94,6 +94,19 @@ from staticgrad.nn.pooling import (
     MaxPool2d,
     MaxUnpool2d,
 )
+from staticgrad.nn.pooling_more import (
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool3d,
+    Fold,
+    LPPool1d,
+    LPPool2d,
+    MaxPool3d,
+    PixelShuffle,
+    PixelUnshuffle,
+    Unfold,
+)
 from staticgrad.nn.recurrent_more import GRU, RNN, GRUCell, RNNCell
 from staticgrad.nn.rms_norm import RMSNorm
 from staticgrad.nn.rnn import LSTM, LSTMCell
@@ -221,3 +234,6 @@ from staticgrad.nn import modules
 __all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelMarginLoss",
             "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PairwiseDistance", "PoissonNLLLoss", "SoftMarginLoss",
             "TripletMarginLoss"]
+# More pooling and rearranging layers (staticgrad.nn.pooling_more).
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool3d", "Fold", "LPPool1d", "LPPool2d",
+            "MaxPool3d", "PixelShuffle", "PixelUnshuffle", "Unfold"]

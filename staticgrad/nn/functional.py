@@ -151,6 +151,19 @@ from staticgrad.nn.pooling import (  # noqa: E402
     max_pool2d,
     max_unpool2d,
 )
+from staticgrad.nn.pooling_more import (  # noqa: E402
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool3d,
+    fold,
+    lp_pool1d,
+    lp_pool2d,
+    max_pool3d,
+    pixel_shuffle,
+    pixel_unshuffle,
+    unfold,
+)
 from staticgrad.nn.rms_norm import rms_norm  # noqa: E402
 from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402

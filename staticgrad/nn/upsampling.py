@@ -1,8 +1,9 @@
 """interpolate and the Upsample modules, with PyTorch's argument handling and messages in front of
 the ``upsample`` op (staticgrad.ops.pooling).
 
-Modes "nearest" (1-3 D), "linear" (1-D), "bilinear" (2-D), "trilinear" (3-D) and "area" (1-2 D:
-adaptive average pooling, as PyTorch computes it); other modes raise a NotImplementedError.
+Modes "nearest" and "nearest-exact" (1-3 D), "linear" (1-D), "bilinear" and "bicubic" (2-D),
+"trilinear" (3-D) and "area" (1-3 D: adaptive average pooling, as PyTorch computes it); "lanczos" and
+antialias=True raise a NotImplementedError.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn.module import Module
 from staticgrad.nn.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
+from staticgrad.nn.pooling_more import adaptive_avg_pool3d
 from staticgrad.ops import OPS
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
@@ -19,8 +21,8 @@ _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | n
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resample the spatial axes of (N, C, *spatial) input, as torch's interpolate (modes "nearest"
-    "linear", "bilinear", "trilinear" and "area")."""
+    """Resample the spatial axes of (N, C, *spatial) input, as torch's interpolate (modes "nearest",
+    "nearest-exact", "linear", "bilinear", "bicubic", "trilinear" and "area")."""
     dims = input._data.ndim - 2
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -61,15 +63,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError("either size or scale_factor should be defined")
     if antialias:
         raise NotImplementedError("staticgrad's interpolate does not support antialias=True; use antialias=False")
-    if mode == "area" and dims in (1, 2):
-        return (adaptive_avg_pool1d if dims == 1 else adaptive_avg_pool2d)(input, output_size)
+    if mode == "area":
+        return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[dims - 1](input, output_size)
     linear_dims = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode == "bicubic" and dims == 2:
+        linear_dims["bicubic"] = 2
     if mode in linear_dims and dims != linear_dims[mode]:
         raise NotImplementedError(f"Got {dims + 2}D input, but {mode} mode needs {linear_dims[mode] + 2}D input")
-    if mode != "nearest" and mode not in linear_dims:
-        if mode in _MODES.split(" | "):
+    if mode not in ("nearest", "nearest-exact") and mode not in linear_dims:
+        if mode in _MODES.split(" | ") and mode != "bicubic":
             raise NotImplementedError(f"staticgrad's interpolate does not support mode={mode!r}; use 'nearest', "
-                                      f"'linear', 'bilinear', 'trilinear' or 'area'")
+                                      f"'nearest-exact', 'linear', 'bilinear', 'bicubic', 'trilinear' or 'area'")
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {dims + 2}D) for "
                                   f"the modes: {_MODES} (got {mode})")
     if min(output_size) <= 0 or min(spatial) <= 0:

@@ -64,6 +64,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     math_more,
     math_ops,
     order_stats,
+    pooling_nd,
     random_fill,
     random_more,
     rnn_layer,

@@ -232,9 +232,46 @@ def _linear_taps(size, out, scale, align_corners, dtype):
     return [(low, weight_low, None), (high, weight_high, None)]
 
 
+def _nearest_exact_taps(size, out, scale):
+    """Output o reads floor((o + 0.5) * step) (float32), clamped to the last cell."""
+    step = _scale(size, out, scale, np.dtype(np.float32))
+    source = np.floor((np.arange(out, dtype=np.float32) + np.float32(0.5)) * step).astype(np.int64)
+    return [(np.minimum(source, size - 1), None, None)]
+
+
+def _cubic_taps(size, out, scale, align_corners, dtype):
+    """Four taps per output at floor(source) - 1 ... + 2 (clamped to the edges), weighted by Keys' cubic
+    convolution with a = -0.75 at the source's fraction, as PyTorch's bicubic (the source unclamped)."""
+    dtype = np.dtype(np.float32) if dtype != np.float64 else np.dtype(np.float64)
+    T = dtype.type
+    o = np.arange(out, dtype=dtype)
+    if align_corners:
+        source = (T(size - 1) / T(out - 1) if out > 1 else T(0)) * o
+    else:
+        source = _scale(size, out, scale, dtype) * (o + T(0.5)) - T(0.5)
+    low = np.floor(source)
+    t = source - low
+    a = T(-0.75)
+
+    def near(x):  # |x| <= 1
+        return ((a + T(2)) * x - (a + T(3))) * x * x + T(1)
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - T(5) * a) * x + T(8) * a) * x - T(4) * a
+
+    rest = T(1) - t
+    weights = (far(t + T(1)), near(t), near(rest), far(rest + T(1)))
+    start = low.astype(np.int64) - 1
+    return [(np.clip(start + k, 0, size - 1), weights[k], None) for k in range(4)]
+
+
 def _taps(mode, size, out, scale, align_corners, dtype):
     if mode == "nearest":
         return _nearest_taps(size, out, scale)
+    if mode == "nearest-exact":
+        return _nearest_exact_taps(size, out, scale)
+    if mode == "bicubic":
+        return _cubic_taps(size, out, scale, align_corners, dtype)
     return _linear_taps(size, out, scale, align_corners, dtype)
 
 
@@ -251,7 +288,7 @@ def _upsample(x, out=None, mode="nearest", output_size=(1,), scales=(None,), ali
 
 def _upsample_name(suffix):
     def name(at):
-        mode = at["mode"].capitalize()  # Nearest, Linear, Bilinear, Trilinear
+        mode = at["mode"].title().replace("-", "")  # Nearest, NearestExact, Linear, Bilinear, Bicubic, Trilinear
         return f"Upsample{mode}{len(at['output_size'])}D{suffix}"
 
     return name

@@ -11,3 +11,15 @@ from staticgrad.nn.pooling import (
 )
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "MaxUnpool2d"]
+from staticgrad.nn.pooling_more import (
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
+    MaxPool3d,
+)
+
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool3d", "LPPool1d", "LPPool2d",
+            "MaxPool3d"]

@@ -270,8 +270,8 @@ def test_errors_match_torch(name, fn):
 
 def test_unsupported_options_say_what_to_do():
     t = sg.tensor([0, 1, 2])
-    with pytest.raises(NotImplementedError, match="no_grad"):
-        sg.nn.functional.embedding(t, sg.randn(5, 2), max_norm=1.0)
+    with pytest.raises(NotImplementedError, match="scale_grad_by_freq=False"):
+        sg.nn.functional.embedding(t, sg.randn(5, 2), scale_grad_by_freq=True)
 
 
 # ---- modules --------------------------------------------------------------------------------------

@@ -371,6 +371,10 @@ _POOLING_MORE = (("adaptive_avg_pool3d", (1,)), ("adaptive_max_pool1d", (1,)), (
                  ("max_pool3d", (1,)), ("pixel_shuffle", (1,)), ("pixel_unshuffle", (1,)), ("unfold", (1,)))
 CASES += [Case(f"F.{name}", (lambda n, a: lambda lib, x: getattr(lib.nn.functional, n)(x, *a))(name, args), [X])
           for name, args in _POOLING_MORE]
+CASES += [Case("F.rrelu", lambda lib, x: lib.nn.functional.rrelu(x - 0.5), [X]),
+          Case("F.rrelu_", lambda lib, x: lib.nn.functional.rrelu_(x - 0.5), [X]),
+          Case("F.bilinear", lambda lib, a, b: lib.nn.functional.bilinear(a, b, lib.ones(2, 1, 1)), [X, Y]),
+          Case("F.embedding_bag", lambda lib, w: lib.nn.functional.embedding_bag(lib.tensor(0), w), [X])]
 
 
 def _reductions_more_cases():
@@ -572,6 +576,8 @@ FIRST_ORDER_ONLY = {
     "F.hardsigmoid": "PyTorch has no derivative of hardsigmoid_backward (staticgrad raises the same error)",
     "F.hardshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
     "F.softshrink": "the shrink gradients hold no graph in PyTorch (staticgrad raises the same error)",
+    "F.rrelu": "rrelu's gradient is linear in the incoming gradient: PyTorch's depends on the input only formally",
+    "F.rrelu_": "rrelu's gradient is linear in the incoming gradient: PyTorch's depends on the input only formally",
     "F.multi_margin_loss": "PyTorch has no derivative of multi_margin_loss_backward (staticgrad's differentiates)",
     "F.multilabel_margin_loss": "PyTorch has no derivative of multilabel_margin_loss_backward (staticgrad's "
                                 "differentiates)",

@@ -41,6 +41,7 @@ from staticgrad.nn.layers import (
     Tanh,
     Unflatten,
 )
+from staticgrad.nn.layers_more import Bilinear, EmbeddingBag, RReLU
 from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.loss_more import (
     BCELoss,
@@ -237,3 +238,5 @@ __all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "Mar
 # More pooling and rearranging layers (staticgrad.nn.pooling_more).
 __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool3d", "Fold", "LPPool1d", "LPPool2d",
             "MaxPool3d", "PixelShuffle", "PixelUnshuffle", "Unfold"]
+# More layers (staticgrad.nn.layers_more).
+__all__ += ["Bilinear", "EmbeddingBag", "RReLU"]

@@ -118,6 +118,7 @@ from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, co
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.group_norm import group_norm  # noqa: E402
 from staticgrad.nn.instance_norm import instance_norm  # noqa: E402
+from staticgrad.nn.layers_more import bilinear, embedding_bag, rrelu, rrelu_  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
 from staticgrad.nn.loss_more import (  # noqa: E402
     binary_cross_entropy,

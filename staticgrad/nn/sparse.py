@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from staticgrad._eager.creation import empty
-from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.grad_mode import no_grad
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
@@ -20,12 +20,18 @@ def _padding_index(padding_idx, num_embeddings: int) -> int:
     return padding_idx % num_embeddings
 
 
+def renorm_rows(weight, input, max_norm, norm_type=2.0):
+    """Rescale in place, without a gradient, the rows of ``weight`` that ``input`` names whose norm
+    exceeds max_norm (PyTorch's embedding_renorm_, what embedding does when given max_norm)."""
+    with no_grad():
+        dispatch_inplace(OPS["embedding_renorm"], weight, (input,), {"max_norm": float(max_norm),
+                                                                     "norm_type": float(norm_type)})
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
-    """``weight[input]`` (EmbeddingBackward0); the padding row receives no gradient."""
-    if max_norm is not None:
-        raise NotImplementedError("staticgrad's embedding does not renormalize rows (max_norm); rescale the "
-                                  "weight yourself under no_grad() before the lookup")
+    """``weight[input]`` (EmbeddingBackward0); the padding row receives no gradient. With max_norm, the
+    rows looked up are first renormalised in place (no gradient), as PyTorch's."""
     if scale_grad_by_freq or sparse:
         raise NotImplementedError("staticgrad's embedding computes dense, unscaled gradients only; "
                                   "use scale_grad_by_freq=False and sparse=False")
@@ -35,6 +41,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                            f"Long, Int; but got staticgrad.{input.dtype.tensor_type} instead (while checking "
                            "arguments for embedding)")
+    if max_norm is not None:
+        renorm_rows(weight, input, max_norm, norm_type)
     num_weights = weight._data.shape[0]
     attrs = {"num_weights": num_weights, "padding_idx": _padding_index(padding_idx, num_weights)}
     return dispatch(OPS["embedding"], (weight, input), attrs)

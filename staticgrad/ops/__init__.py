@@ -59,6 +59,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     casts,
     counting,
     distances,
+    embedding_more,
     group_norm,
     loss_margin,
     math_more,

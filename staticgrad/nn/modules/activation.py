@@ -51,3 +51,7 @@ __all__ = [
     "Tanhshrink",
     "Threshold",
 ]
+
+from staticgrad.nn.layers_more import RReLU
+
+__all__ += ["RReLU"]

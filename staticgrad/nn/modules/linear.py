@@ -3,3 +3,7 @@
 from staticgrad.nn.layers import Identity, Linear, NonDynamicallyQuantizableLinear
 
 __all__ = ["Identity", "Linear", "NonDynamicallyQuantizableLinear"]
+
+from staticgrad.nn.layers_more import Bilinear
+
+__all__ += ["Bilinear"]

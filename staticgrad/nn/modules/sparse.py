@@ -3,3 +3,7 @@
 from staticgrad.nn.sparse import Embedding
 
 __all__ = ["Embedding"]
+
+from staticgrad.nn.layers_more import EmbeddingBag
+
+__all__ += ["EmbeddingBag"]

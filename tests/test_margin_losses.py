@@ -179,3 +179,77 @@ def test_gaussian_nll_refuses_to_be_traced_since_it_reads_var():
     compiled = sg.compile(lambda a, v: sg.nn.functional.gaussian_nll_loss(a, a * 2, v))
     with pytest.raises(sg.TraceError, match="negative entry"):
         compiled(sg.ones(2, 3), sg.ones(2, 3))
+
+
+# ---- ctc_loss --------------------------------------------------------------------------------------------
+
+def F(lib):
+    return lib.nn.functional
+
+
+def _log_probs(steps, batch, classes, seed=0):
+    x = np.random.default_rng(seed).standard_normal((steps, batch, classes))
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+CTC = [
+    ("padded_none", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([[1, 2, 2], [3, 1, 0]]), lib.tensor([6, 5]),
+                                                    lib.tensor([3, 2]), reduction="none"), [_log_probs(6, 2, 4)]),
+    ("padded_mean", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([[1, 2, 2], [3, 1, 0]]), lib.tensor([6, 5]),
+                                                    lib.tensor([3, 2])), [_log_probs(6, 2, 4)]),
+    ("concatenated_sum", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([1, 2, 2, 3, 1]), (6, 5), (3, 2),
+                                                         reduction="sum"), [_log_probs(6, 2, 4)]),
+    ("blank_last_repeats", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([[0, 0, 1], [2, 2, 2]]),
+                                                           lib.tensor([7, 7]), lib.tensor([3, 3]), blank=3,
+                                                           reduction="none"), [_log_probs(7, 2, 4, 1)]),
+    ("empty_target", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([[1, 2], [0, 0]]), lib.tensor([4, 3]),
+                                                     lib.tensor([2, 0]), reduction="none"), [_log_probs(4, 2, 3, 2)]),
+    ("unbatched", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([1, 2]), lib.tensor(5), lib.tensor(2),
+                                                  reduction="none"), [_log_probs(5, 1, 3, 3)[:, 0]]),
+    ("impossible_zero_infinity", lambda lib, lp: F(lib).ctc_loss(lp, lib.tensor([[1, 2, 2], [3, 1, 0]]),
+                                                                 lib.tensor([2, 2]), lib.tensor([3, 2]),
+                                                                 reduction="sum", zero_infinity=True),
+     [_log_probs(6, 2, 4)]),
+    ("module", lambda lib, lp: lib.nn.CTCLoss(blank=1)(lp, lib.tensor([[0, 2], [2, 3]]), [5, 4], [2, 1]),
+     [_log_probs(5, 2, 4, 4)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", CTC, ids=[c[0] for c in CTC])
+def test_ctc_loss_matches_torch(name, fn, arrays):
+    compare(fn, arrays, atol=1e-10, rtol=1e-10)
+    compare(fn, [a.astype(np.float32) for a in arrays], atol=1e-5, rtol=1e-5)
+
+
+def test_ctc_loss_gradient_is_pytorchs_logit_gradient():
+    """PyTorch's CTC backward returns exp(lp) - posterior, the gradient with respect to the logits before
+    log_softmax: through log_softmax it is the true gradient, which finite differences confirm."""
+    targets, lengths = sg.tensor([[1, 2, 2], [3, 1, 0]]), sg.tensor([3, 2])
+    finite_difference_check(lambda x: F(sg).ctc_loss(x.log_softmax(2), targets, sg.tensor([6, 5]), lengths,
+                                                     reduction="sum"), [R(6, 2, 4)])
+
+
+def test_ctc_loss_errors_and_no_double_backward():
+    same_error(lambda lib: F(lib).ctc_loss(lib.zeros(3, 1, 4), lib.tensor([[1]]), lib.tensor([4]), lib.tensor([1])))
+    lp = sg.tensor(_log_probs(4, 1, 3), requires_grad=True)
+    loss = F(sg).ctc_loss(lp, sg.tensor([[1]]), sg.tensor([4]), sg.tensor([1]))
+    (grad,) = sg.autograd.grad(loss, lp, create_graph=True)
+    with pytest.raises(NotImplementedError, match="_ctc_loss_backward"):
+        sg.autograd.grad(grad.sum(), lp)
+
+
+def test_compiled_ctc_loss_replays_eager():
+    logits = sg.tensor(R(6, 2, 4).astype(np.float32), requires_grad=True)
+
+    def step(targets, input_lengths, target_lengths):
+        logits.grad = None
+        loss = F(sg).ctc_loss(logits.log_softmax(2), targets, input_lengths, target_lengths)
+        loss.backward()
+        return loss, logits.grad
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        args = (sg.tensor(rng.integers(1, 4, (2, 3))), sg.tensor([6, 4 + call % 2]), sg.tensor([3, 2]))
+        for ours, eager in zip(compiled(*args), step(*args)):
+            assert ours.detach().numpy().tobytes() == eager.detach().numpy().tobytes(), call
+    assert compiled.stats.replays >= 1

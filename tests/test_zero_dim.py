@@ -374,7 +374,9 @@ CASES += [Case(f"F.{name}", (lambda n, a: lambda lib, x: getattr(lib.nn.function
 CASES += [Case("F.rrelu", lambda lib, x: lib.nn.functional.rrelu(x - 0.5), [X]),
           Case("F.rrelu_", lambda lib, x: lib.nn.functional.rrelu_(x - 0.5), [X]),
           Case("F.bilinear", lambda lib, a, b: lib.nn.functional.bilinear(a, b, lib.ones(2, 1, 1)), [X, Y]),
-          Case("F.embedding_bag", lambda lib, w: lib.nn.functional.embedding_bag(lib.tensor(0), w), [X])]
+          Case("F.embedding_bag", lambda lib, w: lib.nn.functional.embedding_bag(lib.tensor(0), w), [X]),
+          Case("F.ctc_loss", lambda lib, x: lib.nn.functional.ctc_loss(x, lib.tensor([1]), lib.tensor(1),
+                                                                       lib.tensor(1)), [X])]
 
 
 def _reductions_more_cases():

@@ -54,6 +54,7 @@ from staticgrad.nn.loss_more import (
 )
 from staticgrad.nn.margin_losses import (
     CosineEmbeddingLoss,
+    CTCLoss,
     GaussianNLLLoss,
     HingeEmbeddingLoss,
     MarginRankingLoss,
@@ -232,9 +233,20 @@ __all__ = [
 from staticgrad.nn import modules
 
 # The margin, embedding and likelihood losses (staticgrad.nn.margin_losses).
-__all__ += ["CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "MultiLabelMarginLoss",
-            "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PairwiseDistance", "PoissonNLLLoss", "SoftMarginLoss",
-            "TripletMarginLoss"]
+__all__ += [
+    "CTCLoss",
+    "CosineEmbeddingLoss",
+    "GaussianNLLLoss",
+    "HingeEmbeddingLoss",
+    "MarginRankingLoss",
+    "MultiLabelMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "MultiMarginLoss",
+    "PairwiseDistance",
+    "PoissonNLLLoss",
+    "SoftMarginLoss",
+    "TripletMarginLoss",
+]
 # More pooling and rearranging layers (staticgrad.nn.pooling_more).
 __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool3d", "Fold", "LPPool1d", "LPPool2d",
             "MaxPool3d", "PixelShuffle", "PixelUnshuffle", "Unfold"]

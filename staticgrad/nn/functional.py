@@ -131,6 +131,7 @@ from staticgrad.nn.loss_more import (  # noqa: E402
 )
 from staticgrad.nn.margin_losses import (  # noqa: E402
     cosine_embedding_loss,
+    ctc_loss,
     gaussian_nll_loss,
     hinge_embedding_loss,
     margin_ranking_loss,

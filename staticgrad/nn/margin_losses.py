@@ -1,15 +1,17 @@
 """The margin, embedding and likelihood losses: margin_ranking_loss, hinge_embedding_loss,
 soft_margin_loss, multilabel_soft_margin_loss, multilabel_margin_loss, multi_margin_loss,
 triplet_margin_loss (with pairwise_distance), cosine_embedding_loss, poisson_nll_loss,
-gaussian_nll_loss and their modules: one op where PyTorch has one kernel (staticgrad.ops.loss_margin),
+gaussian_nll_loss, ctc_loss and their modules: one op where PyTorch has one kernel (staticgrad.ops.loss_margin),
 PyTorch's own composition (same nodes) elsewhere."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from staticgrad._eager import functions as fn
-from staticgrad._eager.creation import zeros_like
+from staticgrad._eager.creation import tensor, zeros_like
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import GradMode, no_grad
 from staticgrad._eager.math_functions import clamp_min
@@ -19,6 +21,7 @@ from staticgrad.nn.loss_more import _reduce
 from staticgrad.nn.module import Module
 from staticgrad.nn.reduction import _Loss, _WeightedLoss, legacy_reduction
 from staticgrad.ops import OPS
+from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.loss import reduction_code
 
 
@@ -306,3 +309,53 @@ class PairwiseDistance(Module):
 
     def forward(self, x1, x2):
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+# ---- ctc_loss --------------------------------------------------------------------------------------------
+
+def _lengths(value, like) -> Tensor:
+    """Sequence lengths as an int64 tensor (PyTorch takes tensors or lists / tuples of ints)."""
+    if isinstance(value, Tensor):
+        return value if value._data.dtype == np.int64 else fn.to_dtype(value, _dtypes.int64)
+    return tensor(list(value) if isinstance(value, (list, tuple)) else [value], dtype=_dtypes.int64)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """The CTC loss of (T, N, C) (or unbatched (T, C)) log-probabilities against each target
+    (CtcLossBackward0); mean divides each loss by its target length first, as PyTorch's."""
+    fn.require_tensor(log_probs, "ctc_loss", "log_probs")
+    fn.require_tensor(targets, "ctc_loss", "targets", 2)
+    batched = log_probs._data.ndim == 3
+    if log_probs._data.ndim == 0:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    if not batched:
+        log_probs = fn.unsqueeze(log_probs, 1)
+        if targets._data.ndim == 1 and isinstance(target_lengths, Tensor) and target_lengths._data.ndim == 0:
+            targets = fn.unsqueeze(targets, 0)
+    inputs = _lengths(input_lengths, log_probs).reshape(-1)
+    lengths = _lengths(target_lengths, log_probs).reshape(-1)
+    if not 0 <= blank < log_probs._data.shape[2]:
+        raise RuntimeError("blank must be in label range")
+    if inputs._data.shape[0] != log_probs._data.shape[1]:
+        raise RuntimeError("input_lengths must be of size batch_size")
+    if lengths._data.shape[0] != log_probs._data.shape[1]:
+        raise RuntimeError("target_lengths must be of size batch_size")
+    loss = dispatch(OPS["ctc_loss"], (log_probs, targets, inputs, lengths),
+                    {"blank": int(blank), "zero_infinity": bool(zero_infinity)})
+    if zero_infinity:
+        loss = fn.where(fn.eq(loss, math.inf), zeros_like(loss), loss)
+    if reduction == "mean":
+        return fn.mean(fn.div(loss, clamp_min(fn.to_dtype(lengths, loss.dtype), 1)))
+    if reduction == "sum":
+        return fn.sum(loss)
+    return loss if batched else fn.squeeze(loss, 0)
+
+
+class CTCLoss(_Loss):
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                        self.zero_infinity)

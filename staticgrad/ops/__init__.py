@@ -58,6 +58,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     bitwise,
     casts,
     counting,
+    ctc,
     distances,
     embedding_more,
     group_norm,

@@ -5,6 +5,7 @@ from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.loss_more import BCELoss, BCEWithLogitsLoss, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from staticgrad.nn.margin_losses import (
                                          CosineEmbeddingLoss,
+                                         CTCLoss,
                                          GaussianNLLLoss,
                                          HingeEmbeddingLoss,
                                          MarginRankingLoss,
@@ -19,6 +20,7 @@ from staticgrad.nn.margin_losses import (
 __all__ = [
                                          "BCELoss",
                                          "BCEWithLogitsLoss",
+                                         "CTCLoss",
                                          "CosineEmbeddingLoss",
                                          "CrossEntropyLoss",
                                          "GaussianNLLLoss",

@@ -126,10 +126,10 @@ def test_errors_match_torch(name, fn):
 # ---- compiled functions ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fn", [lambda x: sg.unique(x), lambda x: sg.unique_consecutive(x),
-                                lambda x: sg.bincount(x.long()), lambda x: sg.histc(x, bins=4)])
+                                lambda x: sg.bincount(x.long())])
 def test_value_sized_results_refuse_to_be_traced(fn):
     compiled = sg.compile(fn)
-    with pytest.raises(sg.TraceError, match=r"depends on the values|read from the values"):
+    with pytest.raises(sg.TraceError, match="depends on the values"):
         compiled(sg.tensor([1.0, 2.0, 2.0, 3.0]))
 
 
@@ -138,7 +138,7 @@ def test_fixed_shape_results_replay_eager():
 
     def step(x):
         return (sg.bucketize(x, boundaries), sg.searchsorted(boundaries, x, right=True),
-                sg.histc(x, bins=5, min=0.0, max=2.0))
+                sg.histc(x, bins=5, min=0.0, max=2.0), sg.histc(x, bins=3))  # the last: the data's range
 
     compiled = sg.compile(step)
     for call in range(4):

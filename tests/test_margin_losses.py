@@ -175,10 +175,15 @@ def test_replay_matches_eager_bit_for_bit(name, op):
     replay_matches_eager(op, _inputs, np.float32)
 
 
-def test_gaussian_nll_refuses_to_be_traced_since_it_reads_var():
+def test_compiled_gaussian_nll_checks_var_on_every_replay():
     compiled = sg.compile(lambda a, v: sg.nn.functional.gaussian_nll_loss(a, a * 2, v))
-    with pytest.raises(sg.TraceError, match="negative entry"):
-        compiled(sg.ones(2, 3), sg.ones(2, 3))
+    for call in range(3):
+        a, v = sg.tensor(R(2, 3).astype(np.float32)), sg.tensor(np.abs(R(2, 3)).astype(np.float32) + 0.1)
+        want = sg.nn.functional.gaussian_nll_loss(a, a * 2, v)
+        assert compiled(a, v).numpy().tobytes() == want.numpy().tobytes(), call
+    assert compiled.stats.replays >= 1
+    with pytest.raises(ValueError, match="var has negative entry"):
+        compiled(sg.ones(2, 3), -sg.ones(2, 3))
 
 
 # ---- ctc_loss --------------------------------------------------------------------------------------------

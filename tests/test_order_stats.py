@@ -206,3 +206,13 @@ REPLAYED = [
 @pytest.mark.parametrize("name,op", REPLAYED, ids=[c[0] for c in REPLAYED])
 def test_replay_matches_eager_bit_for_bit(name, op):
     replay_matches_eager(op, _inputs, np.float32)
+
+
+def test_compiled_quantile_with_a_tensor_q_checks_q_on_every_replay():
+    compiled = sg.compile(lambda x, q: sg.quantile(x, q, dim=1))
+    for call in range(3):
+        x, q = sg.tensor(R(3, 5)), sg.tensor(np.array([0.1, 0.5 + 0.1 * call]))
+        assert compiled(x, q).numpy().tobytes() == sg.quantile(x, q, dim=1).numpy().tobytes(), call
+    assert compiled.stats.replays >= 1
+    with pytest.raises(RuntimeError, match=r"q values must be in the range \[0, 1\]"):
+        compiled(sg.tensor(R(3, 5)), sg.tensor(np.array([0.1, 1.5])))

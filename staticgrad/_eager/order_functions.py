@@ -16,7 +16,7 @@ from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.math_functions import ceil, floor, lerp
 from staticgrad._eager.math_functions import round as round_half_even
 from staticgrad._eager.movement import sort
-from staticgrad._eager.tensor import Tensor, _normalize_dim, _read_guard
+from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 
@@ -128,10 +128,8 @@ def _quantile_checks(name, input, q, interpolation):
             raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
         if q._data.dtype != input._data.dtype:
             raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
-        _read_guard(q, f"{name}() with a tensor q (it checks q's values)")
-        if not np.all((q._data >= 0) & (q._data <= 1)):
-            raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
-        return q
+        return dispatch(OPS["checked_clone"], (q,), {"low": 0.0, "high": 1.0, "nan_ok": False,
+                                                     "message": f"{name}() q values must be in the range [0, 1]"})
     q = float(q)
     if not 0 <= q <= 1:
         raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {q}")

@@ -15,7 +15,7 @@ from staticgrad._eager.creation import tensor, zeros_like
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import GradMode, no_grad
 from staticgrad._eager.math_functions import clamp_min
-from staticgrad._eager.tensor import Tensor, _read_guard
+from staticgrad._eager.tensor import Tensor
 from staticgrad.nn.activations import logsigmoid
 from staticgrad.nn.loss_more import _reduce
 from staticgrad.nn.module import Module
@@ -197,10 +197,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         var = fn.full_like_scalar(input, float(var))
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not valid")
-    _read_guard(var, "gaussian_nll_loss() (it checks that var has no negative entry)")
-    if (var._data < 0).any():
-        raise ValueError("var has negative entry/entries")
-    var = fn.clone(var)
+    var = dispatch(OPS["checked_clone"], (var,), {"low": 0.0, "error": "ValueError",  # the clone, checked
+                                                  "message": "var has negative entry/entries"})
     with no_grad():
         fn.clamp_(var, min=eps)
     loss = fn.mul(fn.add(fn.log(var), fn.div(fn.pow(fn.sub(input, target), 2), var)), 0.5)

@@ -57,6 +57,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     arith_more,
     bitwise,
     casts,
+    checks,
     counting,
     ctc,
     distances,

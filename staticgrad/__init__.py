@@ -143,7 +143,8 @@ from staticgrad import linalg
 from staticgrad._eager.type_info import can_cast, finfo, iinfo, promote_types, result_type
 # Special functions and more elementwise arithmetic (staticgrad._eager.special_functions).
 from staticgrad._eager.special_functions import (addcdiv, addcmul, deg2rad, digamma, erfc, erfinv, fmax, fmin, frac,
-                                                 heaviside, hypot, i0, lgamma, logit, nextafter, polygamma,
+                                                 heaviside, hypot, i0, lgamma, logit, mvlgamma, nextafter,
+                                                 polygamma,
                                                  rad2deg, sgn, sinc, xlogy)
 # Order statistics, NaN-aware reductions, quantiles and distances (staticgrad._eager.order_functions).
 from staticgrad._eager.order_functions import (aminmax, cdist, dist, kthvalue, median, mode, nanmean, nanmedian,

@@ -23,15 +23,45 @@ from staticgrad._eager.special_functions import (
     xlog1py,
     xlogy,
 )
+from staticgrad._eager.special_functions import mvlgamma as multigammaln
 from staticgrad._eager.tensor import Tensor as _Tensor
 from staticgrad.ops import OPS as _OPS
 
 gammaln = lgamma
 psi = digamma
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0", "i0e",
-           "i1", "i1e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "ndtr", "ndtri", "polygamma", "psi",
-           "round", "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
+__all__ = [
+    "digamma",
+    "entr",
+    "erf",
+    "erfc",
+    "erfcx",
+    "erfinv",
+    "exp2",
+    "expit",
+    "expm1",
+    "gammaln",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
+    "log1p",
+    "log_ndtr",
+    "log_softmax",
+    "logit",
+    "logsumexp",
+    "multigammaln",
+    "ndtr",
+    "ndtri",
+    "polygamma",
+    "psi",
+    "round",
+    "sinc",
+    "softmax",
+    "xlog1py",
+    "xlogy",
+    "zeta",
+]
 
 
 def _unary(op_name: str, public: str):

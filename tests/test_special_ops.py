@@ -59,6 +59,9 @@ UNARY = [
     ("special_expit", lambda lib, a: lib.special.expit(a), R),
     ("special_round", lambda lib, a: lib.special.round(a), R),
     ("special_sinc", lambda lib, a: lib.special.sinc(a), R),
+    ("mvlgamma", lambda lib, a: lib.mvlgamma(a + 2, 3), positive),
+    ("mvlgamma_method", lambda lib, a: a.mvlgamma(1), positive),
+    ("special_multigammaln", lambda lib, a: lib.special.multigammaln(a + 1, 2), positive),
 ]
 
 
@@ -159,6 +162,11 @@ def test_sgn_keeps_integers_and_frac_refuses_them():
     assert out.dtype == sg.int64
     same_error(lambda lib: lib.frac(lib.tensor([1, 2])))
     same_error(lambda lib: lib.tensor([True]).frac())
+
+
+def test_mvlgamma_in_place_and_errors():
+    compare(lambda lib, a: (a + 3).mvlgamma_(2), [positive(5)], atol=1e-9, rtol=1e-9)
+    same_error(lambda lib: lib.mvlgamma(lib.tensor([3.0]), 0))
 
 
 @pytest.mark.parametrize("name", ["erfc", "erfinv", "lgamma", "digamma", "i0", "sinc", "frac", "sgn", "deg2rad",
@@ -292,6 +300,7 @@ NUMPY_CALLS = [
     ("erfcx", lambda a, b: sg.special.erfcx(a) * b, _pair()),
     ("i1e", lambda a, b: sg.special.i1e(a) * b, _pair()),
     ("entr", lambda a, b: sg.special.entr(a) * b, _pair(0.1, 2)),
+    ("mvlgamma", lambda a, b: sg.mvlgamma(a, 2) * b, _pair(1.0, 3.0)),
 ]
 
 

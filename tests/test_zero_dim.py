@@ -306,6 +306,8 @@ def _special_cases():
         yield Case(f"Tensor.{name}", _method(name), [X])
         yield Case(f"Tensor.{name}_", lambda lib, a, n=name: getattr(a.clone(), f"{n}_")(), [X])
     yield Case("Tensor.polygamma", _method("polygamma", 2), [P])
+    yield Case("Tensor.mvlgamma", _method("mvlgamma", 2), [P])
+    yield Case("Tensor.mvlgamma_", lambda lib, a: (a + 1).mvlgamma_(2), [P])
     yield Case("Tensor.polygamma_", lambda lib, a: a.clone().polygamma_(1), [P])
     for name in ("hypot", "xlogy", "nextafter", "fmax", "fmin", "heaviside"):
         arrays = [X, ROW] if name != "heaviside" else [X, Y]

@@ -88,8 +88,23 @@ def _polygamma_inplace(input, n):
     return dispatch_inplace(OPS["polygamma_inplace"], input, (), {"n": _polygamma_order(n)})
 
 
-FUNCTIONS.update(logit=logit, polygamma=_polygamma_method)
-INPLACE.update(logit_=logit_, polygamma_=_polygamma_inplace)
+def mvlgamma(input, p):
+    """The multivariate log-gamma of dimension p: sum over j < p of lgamma(x - j/2) + p(p-1)/4 log(pi)
+    (MvlgammaBackward0)."""
+    fn.require_tensor(input, "mvlgamma")
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    return dispatch(OPS["mvlgamma"], (input,), {"p": p})
+
+
+def mvlgamma_(input, p):
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    return dispatch_inplace(OPS["mvlgamma"], input, (), {"p": p})
+
+
+FUNCTIONS.update(logit=logit, polygamma=_polygamma_method, mvlgamma=mvlgamma)
+INPLACE.update(logit_=logit_, polygamma_=_polygamma_inplace, mvlgamma_=mvlgamma_)
 
 
 # ---- addcmul, addcdiv --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Special functions: erfc, erfinv, lgamma, digamma, polygamma, zeta, the Bessel functions i0/i1 (and
-their exp-scaled forms), erfcx, log_ndtr, ndtri, entr, sinc, logit.
+"""Special functions: erfc, erfinv, lgamma, digamma, polygamma, mvlgamma, zeta, the Bessel functions
+i0/i1 (and their exp-scaled forms), erfcx, log_ndtr, ndtri, entr, sinc, logit.
 
 The gamma family, the inverses of erf and the Bessel functions run the float64 Numba loops of
 ``special_loops`` (NumPy has none of them); sinc, logit and entr are NumPy expressions of the
@@ -196,3 +196,24 @@ def float_only(kernel: str, a) -> None:
     """PyTorch's NotImplementedError for an integer or bool input of a floating-only kernel."""
     if a.dtype.kind not in "fc":
         raise kernel_not_implemented(kernel, a.dtype)
+
+
+# ---- mvlgamma: the multivariate log-gamma, as PyTorch composes it --------------------------------------------
+
+def _mvlgamma_args(F, x, p):
+    """x + (-(p-1)/2, ..., -1/2, 0) along a new last axis, in x's dtype (PyTorch's arange and add)."""
+    steps = F.arange(start=-p * 0.5 + 0.5, end=0.5, step=0.5, dtype=x.dtype)
+    return F.unsqueeze(x, dim=len(x.shape)) + steps
+
+
+def _mvlgamma(a, out=None, p=1):
+    T = a.dtype.type
+    args = np.arange(T(-p * 0.5 + 0.5), T(0.5), T(0.5), dtype=a.dtype) + a[..., None]
+    total = np.sum(_loop_unary("lgamma")(args), axis=-1)
+    return np.add(total, T(p * (p - 1) * math.log(math.pi) / 4), out=out)
+
+
+register(OpDef("mvlgamma", _mvlgamma, "other", "MvlgammaBackward0",
+               lambda F, g, s, at, need: (g * F.sum(F.digamma(_mvlgamma_args(F, s["self"], s["p"])),
+                                                    dim=(len(s["self"].shape),)),),
+               (Save("self", 0), Save("p", "attr:p", freed=False)), "float"))

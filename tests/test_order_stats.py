@@ -72,6 +72,7 @@ NAN_REDUCTIONS = [
     ("nanmean", lambda lib, a: lib.nanmean(a), [with_nans(3, 4)]),
     ("nanmean_dim", lambda lib, a: a.nanmean(dim=0), [with_nans(3, 4)]),
     ("nansum_no_nan", lambda lib, a: lib.nansum(a, -1), [R(3, 4)]),
+    ("nanmean_all_nan_row", lambda lib, a: lib.nanmean(a, 1), [np.array([[np.nan, np.nan], [1.0, np.nan]])]),
 ]
 
 

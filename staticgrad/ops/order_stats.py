@@ -137,8 +137,8 @@ def _nansum_backward(F, g, s, at, need):
     shape = tuple(x.shape)
     if not keepdim and shape:
         g = F.view(g, shape=keepdim_shape(shape, dim))
-    g = F.expand(g, shape=shape)
-    return (F.where(F.isnan(x), F.zeros_like(g), g),)
+    # PyTorch multiplies by the mask (an inf or NaN gradient stays NaN where x is NaN), not where()
+    return (F.expand(g, shape=shape) * F.to_dtype(F.logical_not(F.isnan(x)), dtype=g.dtype),)
 
 
 register(OpDef("nansum", _nansum, "reduction", "NansumBackward0", _nansum_backward, (Save("self", 0),), "same",

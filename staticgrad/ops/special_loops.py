@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
+
+from staticgrad.ops.numba_cache import njit_cached
 
 INF = math.inf
 NAN = math.nan
@@ -29,13 +30,10 @@ BERNOULLI = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7
 
 
 def _jit(function):
-    """No fastmath (each loop performs the IEEE operations written in it); cached on disk where a
-    cache directory is writable, else compiled in memory."""
-    options = {"nogil": True, "error_model": "numpy"}
-    try:
-        return numba.njit(cache=True, **options)(function)
-    except RuntimeError:
-        return numba.njit(**options)(function)
+    """No fastmath (each loop performs the IEEE operations written in it); cached on disk through
+    ops.numba_cache (where a cache directory is writable, else compiled in memory); without a C
+    wrapper (the loops are called from Python and from each other, never from C)."""
+    return njit_cached(function, nogil=True, error_model="numpy", no_cfunc_wrapper=True)
 
 
 # ---- gamma family -----------------------------------------------------------------------------------

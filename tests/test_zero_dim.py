@@ -370,13 +370,17 @@ CASES += _margin_loss_cases()
 # The poolings and rearrangements of staticgrad.nn.pooling_more refuse 0-dim input with PyTorch's errors.
 _POOLING_MORE = (("adaptive_avg_pool3d", (1,)), ("adaptive_max_pool1d", (1,)), ("adaptive_max_pool2d", (1,)),
                  ("avg_pool3d", (1,)), ("fold", (1, 1)), ("lp_pool1d", (2, 1)), ("lp_pool2d", (2, 1)),
-                 ("max_pool3d", (1,)), ("pixel_shuffle", (1,)), ("pixel_unshuffle", (1,)), ("unfold", (1,)))
+                 ("max_pool3d", (1,)), ("pixel_shuffle", (1,)), ("pixel_unshuffle", (1,)), ("unfold", (1,)),
+                 ("adaptive_max_pool3d", (1,)), ("channel_shuffle", (1,)), ("local_response_norm", (1,)),
+                 ("lp_pool3d", (2, 1)), ("upsample", (1,)), ("upsample_bilinear", (1,)), ("upsample_nearest", (1,)))
 CASES += [Case(f"F.{name}", (lambda n, a: lambda lib, x: getattr(lib.nn.functional, n)(x, *a))(name, args), [X])
           for name, args in _POOLING_MORE]
 CASES += [Case("F.rrelu", lambda lib, x: lib.nn.functional.rrelu(x - 0.5), [X]),
           Case("F.rrelu_", lambda lib, x: lib.nn.functional.rrelu_(x - 0.5), [X]),
           Case("F.bilinear", lambda lib, a, b: lib.nn.functional.bilinear(a, b, lib.ones(2, 1, 1)), [X, Y]),
           Case("F.embedding_bag", lambda lib, w: lib.nn.functional.embedding_bag(lib.tensor(0), w), [X]),
+          Case("F.triplet_margin_with_distance_loss", lambda lib, a, b, c: lib.nn.functional
+               .triplet_margin_with_distance_loss(a, b, c), [X, Y, P]),
           Case("F.ctc_loss", lambda lib, x: lib.nn.functional.ctc_loss(x, lib.tensor([1]), lib.tensor(1),
                                                                        lib.tensor(1)), [X])]
 

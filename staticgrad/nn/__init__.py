@@ -23,6 +23,7 @@ from staticgrad.nn.attention import MultiheadAttention, TransformerEncoder, Tran
 from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from staticgrad.nn.channel_dropout import Dropout1d, Dropout2d, Dropout3d
 from staticgrad.nn.conv_more import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from staticgrad.nn.ctc_loss import CTCLoss
 from staticgrad.nn.dropout import Dropout
 from staticgrad.nn.group_norm import GroupNorm
 from staticgrad.nn.instance_norm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -42,6 +43,7 @@ from staticgrad.nn.layers import (
     Unflatten,
 )
 from staticgrad.nn.layers_more import Bilinear, EmbeddingBag, RReLU
+from staticgrad.nn.local_response_norm import LocalResponseNorm
 from staticgrad.nn.loss import CrossEntropyLoss, NLLLoss
 from staticgrad.nn.loss_more import (
     BCELoss,
@@ -54,7 +56,6 @@ from staticgrad.nn.loss_more import (
 )
 from staticgrad.nn.margin_losses import (
     CosineEmbeddingLoss,
-    CTCLoss,
     GaussianNLLLoss,
     HingeEmbeddingLoss,
     MarginRankingLoss,
@@ -65,6 +66,7 @@ from staticgrad.nn.margin_losses import (
     PoissonNLLLoss,
     SoftMarginLoss,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
@@ -100,10 +102,13 @@ from staticgrad.nn.pooling_more import (
     AdaptiveAvgPool3d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool3d,
+    ChannelShuffle,
     Fold,
     LPPool1d,
     LPPool2d,
+    LPPool3d,
     MaxPool3d,
     PixelShuffle,
     PixelUnshuffle,
@@ -252,3 +257,5 @@ __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgP
             "MaxPool3d", "PixelShuffle", "PixelUnshuffle", "Unfold"]
 # More layers (staticgrad.nn.layers_more).
 __all__ += ["Bilinear", "EmbeddingBag", "RReLU"]
+# Rarer relatives of the layers above.
+__all__ += ["AdaptiveMaxPool3d", "ChannelShuffle", "LPPool3d", "LocalResponseNorm", "TripletMarginWithDistanceLoss"]

@@ -80,6 +80,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 
 # Layers defined next to their modules (imported last: those modules import this one's helpers).
+from staticgrad._eager.order_functions import pdist  # noqa: E402
 from staticgrad.nn.activation import gelu  # noqa: E402
 from staticgrad.nn.activations import (  # noqa: E402
     celu,
@@ -115,10 +116,12 @@ from staticgrad.nn.activations_more import (  # noqa: E402
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
 from staticgrad.nn.channel_dropout import dropout1d, dropout2d, dropout3d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
+from staticgrad.nn.ctc_loss import ctc_loss  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
 from staticgrad.nn.group_norm import group_norm  # noqa: E402
 from staticgrad.nn.instance_norm import instance_norm  # noqa: E402
 from staticgrad.nn.layers_more import bilinear, embedding_bag, rrelu, rrelu_  # noqa: E402
+from staticgrad.nn.local_response_norm import local_response_norm  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
 from staticgrad.nn.loss_more import (  # noqa: E402
     binary_cross_entropy,
@@ -131,7 +134,6 @@ from staticgrad.nn.loss_more import (  # noqa: E402
 )
 from staticgrad.nn.margin_losses import (  # noqa: E402
     cosine_embedding_loss,
-    ctc_loss,
     gaussian_nll_loss,
     hinge_embedding_loss,
     margin_ranking_loss,
@@ -142,6 +144,7 @@ from staticgrad.nn.margin_losses import (  # noqa: E402
     poisson_nll_loss,
     soft_margin_loss,
     triplet_margin_loss,
+    triplet_margin_with_distance_loss,
 )
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
 from staticgrad.nn.pooling import (  # noqa: E402
@@ -157,10 +160,13 @@ from staticgrad.nn.pooling_more import (  # noqa: E402
     adaptive_avg_pool3d,
     adaptive_max_pool1d,
     adaptive_max_pool2d,
+    adaptive_max_pool3d,
     avg_pool3d,
+    channel_shuffle,
     fold,
     lp_pool1d,
     lp_pool2d,
+    lp_pool3d,
     max_pool3d,
     pixel_shuffle,
     pixel_unshuffle,
@@ -169,4 +175,4 @@ from staticgrad.nn.pooling_more import (  # noqa: E402
 from staticgrad.nn.rms_norm import rms_norm  # noqa: E402
 from staticgrad.nn.sdpa import scaled_dot_product_attention  # noqa: E402
 from staticgrad.nn.sparse import embedding  # noqa: E402
-from staticgrad.nn.upsampling import interpolate  # noqa: E402
+from staticgrad.nn.upsampling import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: E402

@@ -1,17 +1,15 @@
 """The margin, embedding and likelihood losses: margin_ranking_loss, hinge_embedding_loss,
 soft_margin_loss, multilabel_soft_margin_loss, multilabel_margin_loss, multi_margin_loss,
-triplet_margin_loss (with pairwise_distance), cosine_embedding_loss, poisson_nll_loss,
-gaussian_nll_loss, ctc_loss and their modules: one op where PyTorch has one kernel (staticgrad.ops.loss_margin),
-PyTorch's own composition (same nodes) elsewhere."""
+triplet_margin_loss (with pairwise_distance), triplet_margin_with_distance_loss, cosine_embedding_loss,
+poisson_nll_loss, gaussian_nll_loss and their modules: one op where PyTorch has one kernel
+(staticgrad.ops.loss_margin), PyTorch's own composition (same nodes) elsewhere."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from staticgrad._eager import functions as fn
-from staticgrad._eager.creation import tensor, zeros_like
+from staticgrad._eager.creation import zeros_like
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import GradMode, no_grad
 from staticgrad._eager.math_functions import clamp_min
@@ -21,7 +19,6 @@ from staticgrad.nn.loss_more import _reduce
 from staticgrad.nn.module import Module
 from staticgrad.nn.reduction import _Loss, _WeightedLoss, legacy_reduction
 from staticgrad.ops import OPS
-from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.loss import reduction_code
 
 
@@ -150,6 +147,31 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return _reduce(output, code)
 
 
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """max(0, margin + d(a, p) - d(a, n)) for any distance function d (pairwise_distance by default)."""
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    dims = [t._data.ndim for t in (anchor, positive, negative)]
+    if len(set(dims)) != 1:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D "
+                           "inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    distance_positive = distance(anchor, positive)
+    distance_negative = distance(anchor, negative)
+    if swap:
+        distance_negative = fn.minimum(distance_negative, distance(positive, negative))
+    loss = clamp_min(fn.sub(fn.add(distance_positive, margin), distance_negative), 0)
+    if reduction == "sum":
+        return fn.sum(loss)
+    if reduction == "mean":
+        return fn.mean(loss)
+    return loss
+
+
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(x1, x2) where y == 1, max(0, cos(x1, x2) - margin) where y == -1."""
     code = _code(size_average, reduce, reduction)
@@ -272,6 +294,19 @@ class TripletMarginLoss(_Loss):
                                    swap=self.swap, reduction=self.reduction)
 
 
+class TripletMarginWithDistanceLoss(_Loss):
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             "instead")
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                 margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
 class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
@@ -307,53 +342,3 @@ class PairwiseDistance(Module):
 
     def forward(self, x1, x2):
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
-
-
-# ---- ctc_loss --------------------------------------------------------------------------------------------
-
-def _lengths(value, like) -> Tensor:
-    """Sequence lengths as an int64 tensor (PyTorch takes tensors or lists / tuples of ints)."""
-    if isinstance(value, Tensor):
-        return value if value._data.dtype == np.int64 else fn.to_dtype(value, _dtypes.int64)
-    return tensor(list(value) if isinstance(value, (list, tuple)) else [value], dtype=_dtypes.int64)
-
-
-def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
-    """The CTC loss of (T, N, C) (or unbatched (T, C)) log-probabilities against each target
-    (CtcLossBackward0); mean divides each loss by its target length first, as PyTorch's."""
-    fn.require_tensor(log_probs, "ctc_loss", "log_probs")
-    fn.require_tensor(targets, "ctc_loss", "targets", 2)
-    batched = log_probs._data.ndim == 3
-    if log_probs._data.ndim == 0:
-        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
-    if not batched:
-        log_probs = fn.unsqueeze(log_probs, 1)
-        if targets._data.ndim == 1 and isinstance(target_lengths, Tensor) and target_lengths._data.ndim == 0:
-            targets = fn.unsqueeze(targets, 0)
-    inputs = _lengths(input_lengths, log_probs).reshape(-1)
-    lengths = _lengths(target_lengths, log_probs).reshape(-1)
-    if not 0 <= blank < log_probs._data.shape[2]:
-        raise RuntimeError("blank must be in label range")
-    if inputs._data.shape[0] != log_probs._data.shape[1]:
-        raise RuntimeError("input_lengths must be of size batch_size")
-    if lengths._data.shape[0] != log_probs._data.shape[1]:
-        raise RuntimeError("target_lengths must be of size batch_size")
-    loss = dispatch(OPS["ctc_loss"], (log_probs, targets, inputs, lengths),
-                    {"blank": int(blank), "zero_infinity": bool(zero_infinity)})
-    if zero_infinity:
-        loss = fn.where(fn.eq(loss, math.inf), zeros_like(loss), loss)
-    if reduction == "mean":
-        return fn.mean(fn.div(loss, clamp_min(fn.to_dtype(lengths, loss.dtype), 1)))
-    if reduction == "sum":
-        return fn.sum(loss)
-    return loss if batched else fn.squeeze(loss, 0)
-
-
-class CTCLoss(_Loss):
-    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
-        super().__init__(reduction=reduction)
-        self.blank, self.zero_infinity = blank, zero_infinity
-
-    def forward(self, log_probs, targets, input_lengths, target_lengths):
-        return ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
-                        self.zero_infinity)

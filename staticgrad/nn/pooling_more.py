@@ -1,5 +1,6 @@
-"""More pooling and rearranging layers: max_pool3d, avg_pool3d, adaptive_max_pool1d/2d,
-adaptive_avg_pool3d, lp_pool1d/2d, pixel_shuffle / pixel_unshuffle, unfold / fold, and their modules,
+"""More pooling and rearranging layers: max_pool3d, avg_pool3d, adaptive_max_pool1d/2d/3d,
+adaptive_avg_pool3d, lp_pool1d/2d/3d, pixel_shuffle / pixel_unshuffle, channel_shuffle, unfold / fold, and
+their modules,
 with PyTorch's argument handling in front of the ops in staticgrad.ops.pooling_nd. adaptive_max_pool1d
 is the 2-D op over an unsqueezed axis and lp_pool PyTorch's composition of avg_pool, as PyTorch
 computes them."""
@@ -80,7 +81,7 @@ def _output_size(output_size, shape, count: int, where: str) -> tuple:
 
 def _check_nonempty(input, where: str, dims: int):
     shape = list(input._data.shape)
-    if dims == 3 and len(shape) < 3:  # PyTorch reads the sizes first
+    if where == "adaptive_avg_pool3d" and len(shape) < 3:  # PyTorch reads the sizes first
         ndim = len(shape)
         raise IndexError(f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], "
                          f"but got {-2 if ndim == 0 else -3})")
@@ -104,6 +105,15 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     _check_nonempty(input, "adaptive_max_pool2d", 2)
     size = _output_size(output_size, input._data.shape, 2, "adaptive_max_pool2d")
     values, indices = dispatch(OPS["adaptive_max_pool2d"], (input,), {"output_size": size})
+    return (values, indices) if return_indices else values
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """The maximum over output_size windows tiling the last three axes, with flat indices
+    (AdaptiveMaxPool3DBackward0)."""
+    _check_nonempty(input, "adaptive_max_pool3d", 3)
+    size = _output_size(output_size, input._data.shape, 3, "adaptive_max_pool3d")
+    values, indices = dispatch(OPS["adaptive_max_pool3d"], (input,), {"output_size": size})
     return (values, indices) if return_indices else values
 
 
@@ -135,6 +145,31 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     else:
         out = avg_pool1d(powered, kernel_size, padding=0, ceil_mode=ceil_mode)
     return fn.pow(fn.mul(fn.mul(fn.sign(out), fn.relu(fn.abs(out))), kernel_size), 1.0 / norm_type)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum over each window of x^p)^(1/p), composed as PyTorch's from avg_pool3d."""
+    kd, kw, kh = _tuple(kernel_size, 3)
+    powered = fn.pow(input, norm_type)
+    if stride is not None:
+        out = avg_pool3d(powered, kernel_size, stride, 0, ceil_mode)
+    else:
+        out = avg_pool3d(powered, kernel_size, padding=0, ceil_mode=ceil_mode)
+    return fn.pow(fn.mul(fn.mul(fn.sign(out), fn.relu(fn.abs(out))), kd * kw * kh), 1.0 / norm_type)
+
+
+def channel_shuffle(input, groups):
+    """(N, g c, *) -> (N, c g, *): the channels of the g groups interleaved (ChannelShuffleBackward0)."""
+    fn.require_tensor(input, "channel_shuffle")
+    shape = input._data.shape
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    if len(shape) < 3:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(shape)}")
+    if shape[1] % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {shape[1]} channels and {groups} "
+                           "groups.")
+    return dispatch(OPS["channel_shuffle"], (input,), {"groups": int(groups)})
 
 
 def pixel_shuffle(input, upscale_factor):
@@ -242,6 +277,11 @@ class AdaptiveMaxPool2d(_AdaptivePool):
         return adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
+class AdaptiveMaxPool3d(_AdaptivePool):
+    def forward(self, input):
+        return adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
 class AdaptiveAvgPool3d(Module):
     def __init__(self, output_size):
         super().__init__()
@@ -265,6 +305,20 @@ class LPPool1d(_LPPool):
 class LPPool2d(_LPPool):
     def forward(self, input):
         return lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPool):
+    def forward(self, input):
+        return lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class ChannelShuffle(Module):
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return channel_shuffle(input, self.groups)
 
 
 class PixelShuffle(Module):

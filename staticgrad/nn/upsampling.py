@@ -9,6 +9,7 @@ antialias=True raise a NotImplementedError.
 from __future__ import annotations
 
 import math
+import warnings
 
 from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn.module import Module
@@ -86,6 +87,28 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                                   f"convert the input to a floating dtype first")
     return dispatch(OPS["upsample"], (input,), {"mode": mode, "output_size": output_size, "scales": scales,
                                                 "align_corners": bool(align_corners)})
+
+
+def _deprecated(name: str) -> None:
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=3)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """interpolate under its deprecated name (with PyTorch's warning)."""
+    _deprecated("upsample")
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """interpolate(mode="nearest") under its deprecated name (with PyTorch's warning)."""
+    _deprecated("upsample_nearest")
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """interpolate(mode="bilinear", align_corners=True) under its deprecated name (with PyTorch's warning)."""
+    _deprecated("upsample_bilinear")
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class Upsample(Module):

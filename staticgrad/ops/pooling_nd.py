@@ -1,6 +1,6 @@
 """Pooling over the last three axes (avg_pool3d, max_pool3d with indices, adaptive_avg_pool3d), adaptive
-max pooling over the last two (with indices), pixel_shuffle / pixel_unshuffle and im2col / col2im
-(F.unfold / F.fold).
+max pooling over the last two or three (with indices), pixel_shuffle / pixel_unshuffle, channel_shuffle
+and im2col / col2im (F.unfold / F.fold).
 
 Forwards are sums or maxima over a few strided views (one per kernel offset or window tap), never loops
 over pixels; max pooling keeps the flat index (within each input plane) of the first maximum (the last
@@ -193,16 +193,25 @@ register(OpDef("max_pool3d", _max_pool3d, "other", "MaxPool3DWithIndicesBackward
                (_SIZES, Save("result1", "result:1")) + _kept(*_MAX3D), "same"))
 
 
-# ---- adaptive_max_pool2d: windows [floor(o n / m), ceil((o + 1) n / m)) ---------------------------------
+# ---- adaptive_max_pool2d / 3d: windows [floor(o n / m), ceil((o + 1) n / m)) on each axis --------------
 
-def _adaptive_max_pool2d(x, out=None, output_size=(1, 1)):
-    height, width = x.shape[-2:]
-    (rows, _), (cols, _) = (_adaptive_taps(n, m) for n, m in zip((height, width), output_size))
+def _adaptive_max_pool(x, output_size):
+    """(values, flat indices into each plane of the last len(output_size) axes), taps tried in row-major
+    order: every window's first maximum (its last NaN), as PyTorch's scan finds it."""
+    dims = len(output_size)
+    sizes = x.shape[-dims:]
+    taps = [_adaptive_taps(n, m)[0] for n, m in zip(sizes, output_size)]
     best = best_index = None
-    for (row, _, row_mask), (col, _, col_mask) in itertools.product(rows, cols):
-        view = np.take(np.take(x, row, axis=-2), col, axis=-1)
-        exists = row_mask[:, None] & col_mask[None, :]
-        flat = row[:, None] * width + col[None, :]
+    for combination in itertools.product(*taps):
+        view = x
+        exists = np.ones((), bool)
+        flat = np.zeros((), np.int64)
+        for axis, (index, _, mask) in enumerate(combination):
+            view = np.take(view, index, axis=x.ndim - dims + axis)
+            shape = [1] * dims
+            shape[axis] = -1
+            exists = exists & mask.reshape(shape)
+            flat = flat * sizes[axis] + index.reshape(shape)
         if best is None:
             best, best_index = view.copy(), np.broadcast_to(flat, view.shape).copy()
             continue
@@ -212,9 +221,25 @@ def _adaptive_max_pool2d(x, out=None, output_size=(1, 1)):
     return best, best_index.astype(np.int64)
 
 
-register(OpDef("adaptive_max_pool2d", _adaptive_max_pool2d, "other", "AdaptiveMaxPool2DBackward0",
-               lambda F, g, s, at, need: _max_pool_backward(F, g, s, at, 2),
-               (_SIZES, Save("result1", "result:1")), "same"))
+for _dims in (2, 3):
+    register(OpDef(f"adaptive_max_pool{_dims}d",
+                   lambda x, out=None, output_size=(1,): _adaptive_max_pool(x, output_size), "other",
+                   f"AdaptiveMaxPool{_dims}DBackward0",
+                   lambda F, g, s, at, need, _d=_dims: _max_pool_backward(F, g, s, at, _d),
+                   (_SIZES, Save("result1", "result:1")), "same"))
+
+
+# ---- channel_shuffle: (N, g * c, ...) -> (N, c * g, ...) ---------------------------------------------------
+
+def _channel_shuffle(x, out=None, groups=1):
+    batch, channels = x.shape[:2]
+    y = x.reshape((batch, groups, channels // groups) + x.shape[2:]).swapaxes(1, 2)
+    return _write(y.reshape(x.shape), out)
+
+
+register(OpDef("channel_shuffle", _channel_shuffle, "other", "ChannelShuffleBackward0",
+               lambda F, g, s, at, need: (F.channel_shuffle(g, groups=g.shape[1] // at["groups"]),),
+               _kept("groups"), "same"))
 
 
 # ---- pixel_shuffle / pixel_unshuffle ------------------------------------------------------------------------

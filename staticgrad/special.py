@@ -101,8 +101,9 @@ def round(input, *, decimals=0):
 
 def zeta(input, other):
     """The Hurwitz zeta function zeta(x, q) = sum over k of (q + k)^-x; either side may be a number."""
+    scalar = 0
     if not isinstance(input, _Tensor):
-        input = _fn.full_like_scalar(other, float(input))
+        input, scalar = _fn.full_like_scalar(other, float(input)), 1
     if not isinstance(other, _Tensor):
-        other = _fn.full_like_scalar(input, float(other))
-    return _dispatch(_OPS["zeta"], (input, other), {})
+        other, scalar = _fn.full_like_scalar(input, float(other)), 2
+    return _dispatch(_OPS["zeta"], (input, other), {"scalar": scalar})

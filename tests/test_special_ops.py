@@ -72,7 +72,10 @@ def test_unary_matches_torch_in_float64_with_double_backward(name, fn, values):
 
 @pytest.mark.parametrize("name,fn,values", UNARY, ids=[c[0] for c in UNARY])
 def test_unary_matches_torch_in_float32(name, fn, values):
-    compare(fn, [values(3, 4).astype(np.float32)], atol=1e-5, rtol=2e-6)
+    # PyTorch's float32 gamma family (calc_digamma / calc_trigamma / zeta in float) is a few float32
+    # ulps off near its poles; staticgrad computes in float64 and rounds once
+    rtol = 1e-5 if "gamma" in name or name.endswith("psi") else 2e-6
+    compare(fn, [values(3, 4).astype(np.float32)], atol=1e-5, rtol=rtol)
 
 
 @pytest.mark.parametrize("name,fn,values", UNARY, ids=[c[0] for c in UNARY])
@@ -199,6 +202,7 @@ BINARY = [
     ("fmin", lambda lib, a, b: a.fmin(b), [R(3, 4), R(3, 1)]),
     ("nextafter", lambda lib, a, b: lib.nextafter(a, b), [R(3, 4), R(3, 4)]),
     ("zeta", lambda lib, a, b: lib.special.zeta(a, b), [R(3, 4, low=1.5, high=5), positive(3, 4)]),
+    ("zeta_number_x", lambda lib, b: lib.special.zeta(2.5, b), [positive(3, 4)]),
 ]
 
 
@@ -206,7 +210,9 @@ BINARY = [
 def test_binary_matches_torch_with_double_backward(name, fn, arrays):
     requires_grad = [False, True] if name == "zeta" else None  # PyTorch has no derivative for zeta's x
     compare(fn, arrays, requires_grad=requires_grad, double=True, atol=1e-9, rtol=1e-9)
-    compare(fn, [a.astype(np.float32) for a in arrays], requires_grad=requires_grad, atol=1e-5, rtol=2e-6)
+    # PyTorch's float32 zeta sums in float32 (a few float32 ulps off); staticgrad's in float64, rounded once
+    rtol = 1e-5 if name.startswith("zeta") else 2e-6
+    compare(fn, [a.astype(np.float32) for a in arrays], requires_grad=requires_grad, atol=1e-5, rtol=rtol)
 
 
 @pytest.mark.parametrize("name,fn,arrays", [c for c in BINARY if c[0] not in ("nextafter", "zeta")],

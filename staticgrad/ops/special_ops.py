@@ -132,7 +132,9 @@ def _zeta_backward(F, g, s, at, need):
     return None, g * F.neg(x) * F.zeta(F.add_scalar(x, other=1.0), s["other"])
 
 
-register(OpDef("zeta", _zeta, "elementwise", "SpecialZetaBackward0", _zeta_backward,
+# scalar: 1 when x was a number, 2 when q was (PyTorch's SpecialZetaBackward1 / 2); the values are the same.
+register(OpDef("zeta", lambda s, q, out=None, scalar=0: _zeta(s, q, out), "elementwise",
+               lambda at: f"SpecialZetaBackward{at.get('scalar', 0)}", _zeta_backward,
                (Save("self", 0), Save("other", 1)), "float", None, broadcast_error))
 
 

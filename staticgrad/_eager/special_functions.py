@@ -23,7 +23,7 @@ def _float_only(kernel: str):
     return check
 
 
-def _unary(op_name: str, public: str, check=None, attrs=None):
+def _unary(op_name: str, public: str, check=None):
     """torch.<public>(input) and Tensor.<public>_(): the op ``op_name`` on one tensor."""
     op = OPS[op_name]
 
@@ -31,12 +31,12 @@ def _unary(op_name: str, public: str, check=None, attrs=None):
         fn.require_tensor(input, public)
         if check is not None:
             check(input)
-        return dispatch(op, (input,), dict(attrs or {}))
+        return dispatch(op, (input,), {})
 
     def inplace(input):
         if check is not None:
             check(input)
-        return dispatch_inplace(op, input, (), dict(attrs or {}))
+        return dispatch_inplace(op, input, (), {})
 
     _name_as_public(function, inplace, public)
     function.__doc__ = f"torch.{public}: elementwise, with PyTorch's gradient and dtype rules."

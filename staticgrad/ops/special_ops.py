@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from staticgrad.ops.elementwise import broadcast_error, loop_operands, loop_output, loop_result
-from staticgrad.ops.math_ops import into, kernel_not_implemented
+from staticgrad.ops.math_ops import into
 from staticgrad.ops.registry import OPS, OpDef, Save, register
 
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -192,12 +192,6 @@ def _logit_backward(F, g, s, at, need):
 
 register(OpDef("logit", _logit, "elementwise", "LogitBackward0", _logit_backward,
                (Save("self", 0), Save("eps", "attr:eps", freed=False)), "float"))
-
-
-def float_only(kernel: str, a) -> None:
-    """PyTorch's NotImplementedError for an integer or bool input of a floating-only kernel."""
-    if a.dtype.kind not in "fc":
-        raise kernel_not_implemented(kernel, a.dtype)
 
 
 # ---- mvlgamma: the multivariate log-gamma, as PyTorch composes it --------------------------------------------

@@ -189,7 +189,10 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
             attrs_key = tuple([(name, _value_key(v)) for name, v in attrs.items()]) if attrs else ()
         if recording:
             ops.append(op)
-        key.append((id(op), attrs_key, node._input_meta, node._n_outputs, tuple(edges), tuple(saved_key)))
+        if planned:   # its inputs' shapes and dtypes and its outputs' count are its plan's too
+            key.append((id(op), attrs_key, tuple(edges), tuple(saved_key)))
+        else:
+            key.append((id(op), attrs_key, node._input_meta, node._n_outputs, tuple(edges), tuple(saved_key)))
     return GraphWalk(tuple(key), arrays, sources, nodes, leaves, compiled, ops)
 
 

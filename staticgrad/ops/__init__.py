@@ -55,6 +55,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     activations,
     activations_more,
     arith_more,
+    attention,
     bitwise,
     casts,
     checks,

@@ -130,10 +130,14 @@ def _picked(logp, target):
     """log-probabilities of the target classes, shaped like target."""
     if logp.ndim == 1:
         return logp[target]
+    if logp.ndim == 2:   # (N, C): one fancy index, a fifth of take_along_axis's cost
+        return logp[np.arange(logp.shape[0]), target]
     return np.take_along_axis(logp, np.expand_dims(target, 1), axis=1).squeeze(1)
 
 
 def _check_targets(target, valid, n_classes):
+    if target.size and target.min() >= 0 and target.max() < n_classes:
+        return   # the common case, in two reductions: every target a class
     bad = target[valid & ((target < 0) | (target >= n_classes))]
     if bad.size:
         raise IndexError(f"Target {int(bad.flat[0])} is out of bounds.")
@@ -183,6 +187,8 @@ def _nll_loss_backward(g, logp, target, out=None, sizes=(), reduction=1, ignore_
         out.fill(0)
     if len(sizes) == 1:
         out[safe_target] = -weight
+    elif len(sizes) == 2:
+        out[np.arange(sizes[0]), safe_target] = np.negative(weight).astype(g.dtype, copy=False)
     else:
         np.put_along_axis(out, np.expand_dims(safe_target, 1), np.expand_dims(-weight, 1).astype(g.dtype), axis=1)
     return out

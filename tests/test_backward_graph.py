@@ -501,3 +501,88 @@ def test_replaced_parameters_and_a_reloaded_state_replay_as_eager():
             opt.step()
         assert _same_grads(eager, model) and _same_parameters(eager, model), f"step {k}"
     assert model.stats.backward_replays >= 4, model.stats
+
+
+def _twin_runs(forward_of, loss_of, leaves_of, calls=6):
+    """``calls`` steps of an uncompiled and a compiled copy of ``forward_of(*leaves)``, each step the
+    backward of ``loss_of(model, *leaves)``: each step's leaves' .grad (None or bytes)."""
+    runs = []
+    for compiled in (False, True):
+        leaves = leaves_of()
+        forward = forward_of(*leaves)
+        model = sg.compile(forward) if compiled else forward
+        steps = []
+        for _ in range(calls):
+            for t in leaves:
+                t.grad = None
+            loss_of(model, *leaves).backward()
+            steps.append([None if t.grad is None else t.grad.numpy().tobytes() for t in leaves])
+        runs.append((steps, model))
+    return runs
+
+
+@pytest.mark.bitexact
+def test_a_parameter_only_unused_outputs_reach_gets_no_gradient_as_eager():
+    """p1 reaches only an output the loss ignores: eager never gets to it, so its .grad stays None (a
+    zero gradient would make momentum and weight decay move it), every call, replayed or not."""
+    rng = np.random.default_rng(0)
+    starts = [rng.standard_normal((3, 1)).astype(np.float32) for _ in range(2)]
+    x = sg.tensor(rng.standard_normal((3, 1)).astype(np.float32))
+
+    def forward_of(p0, p1):
+        return lambda: (sg.maximum(x, p1), -p0.unsqueeze(0))
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, lambda model, p0, p1: model()[1].mean(),
+                                               lambda: [sg.tensor(a.copy(), requires_grad=True) for a in starts])
+    assert compiled == eager
+    assert all(step[1] is None for step in compiled)
+    assert model.stats.backward_replays >= 3, model.stats
+
+
+@pytest.mark.bitexact
+def test_an_input_whose_only_path_is_unused_keeps_the_gradient_the_loss_gave_it():
+    """x (made by eager code) feeds the loss directly and, inside the model, only an unused output:
+    the engine's running sum for x passes through the node unchanged, as eager never adds to it (a
+    zero-filled gradient run through the unused path would add 0 * inf there)."""
+    rng = np.random.default_rng(1)
+    base_start, w_start = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    w_start[1, 2] = np.inf   # a zero incoming gradient times inf: a NaN, were the unused path run
+
+    def leaves_of():
+        return [sg.tensor(base_start.copy(), requires_grad=True), sg.tensor(w_start.copy(), requires_grad=True)]
+
+    def forward_of(base, w):
+        return lambda x: (x * w, w * 2.0)
+
+    def loss_of(model, base, w):
+        x = base * 1.5
+        return model(x)[1].sum() + (x * x).sum()
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, loss_of, leaves_of)
+    assert compiled == eager
+
+
+def _sum_of_both(outputs):
+    return outputs[1].sum() + outputs[0].sum() * 0.25
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_expanded_incoming_gradient_gives_eager_bits(dtype):
+    """A sum of the model's output hands the node an expanded (stride 0) gradient; eager's reshape
+    backward copies it before the matrix-vector product, so the node's program must read it as the
+    contiguous array it was recorded with (else NumPy takes its non-BLAS path: other bits)."""
+    rng = np.random.default_rng(14694)
+    starts = [rng.standard_normal((3, 3, 2)).astype(dtype), rng.standard_normal((3, 3, 2)).astype(dtype),
+              rng.standard_normal(2).astype(dtype)]
+
+    def forward_of(p0, p1, p2):
+        def forward():
+            v1 = F.log_softmax(p0.softmax(-2), dim=-3)
+            return v1, sg.stack([v1, p1], dim=0) @ p2
+        return forward
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, lambda model, *_: _sum_of_both(model()),
+                                               lambda: [sg.tensor(a.copy(), requires_grad=True) for a in starts])
+    assert compiled == eager
+    assert model.stats.backward_replays >= 3, model.stats

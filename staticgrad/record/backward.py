@@ -24,7 +24,7 @@ import numpy as np
 
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import Node, SavedTensor, grad_accumulator, graph_is_live
+from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor, grad_accumulator, graph_is_live
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.compiler.analysis import alias_roots
@@ -58,6 +58,9 @@ class BackwardTrace:
     eager_saved_bytes: int = 0   # what the traced call's eager graph alone held for its backward
     gradient_sums: frozenset = frozenset()   # values the engine made adding gradients into one input
     reductions: tuple = ()  # what reducers recorded; each is called after a run of the backward program
+    # per gradient (wrt order), the differentiable outputs (positions in ``outputs``) whose graph in the
+    # call reaches it: eager gives no gradient where none of them received one
+    reached_from: list = field(default_factory=list)
 
 
 def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTrace | None:
@@ -95,11 +98,36 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
         return None
     grad_values = [None if g is None else tracer.read(g) for g in grads]
     eager_saved = autograd_graph.graph(*[o for _, o in live]).graph_only_bytes
-    return BackwardTrace(eager_saved_bytes=eager_saved, gradient_sums=frozenset(tracer.gradient_sums),
+    return BackwardTrace(reached_from=_outputs_reaching([o for _, o in live], [t for *_, t in wrt]),
+                         eager_saved_bytes=eager_saved, gradient_sums=frozenset(tracer.gradient_sums),
                          outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
                          placeholders=placeholders,
                          wrt=[("input", k) if kind == "input" else ("captured", t) for kind, k, t in wrt],
                          grads=grad_values, reductions=reductions)
+
+
+def _outputs_reaching(outputs: list, wrt: list) -> list:
+    """For each tensor of ``wrt``, the positions of the ``outputs`` whose autograd graph inside the call
+    reaches it (a path ends at an argument or captured tensor: beyond it lies graph outside the call).
+    The engine gives a tensor a gradient only through such a path from an output that received one."""
+    leaves = {id(t): k for k, t in enumerate(wrt) if t.grad_fn is None}
+    edges = {(t.grad_fn, t._output_nr): k for k, t in enumerate(wrt) if t.grad_fn is not None}
+    reached = [[] for _ in wrt]
+    for j, output in enumerate(outputs):
+        hit, seen, stack = set(), {output.grad_fn}, [output.grad_fn]
+        while stack:
+            for nxt, nr in stack.pop().next_functions:
+                if nxt is None:
+                    continue
+                k = leaves.get(id(nxt.variable)) if type(nxt) is AccumulateGrad else edges.get((nxt, nr))
+                if k is not None:
+                    hit.add(k)
+                elif nxt not in seen and type(nxt) is not AccumulateGrad:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        for k in hit:
+            reached[k].append(j)
+    return [tuple(js) for js in reached]
 
 
 def _reduce_gradients(tracer, wrt: list, grads: list) -> tuple:
@@ -450,6 +478,7 @@ class CompiledBackward:
         self._captured_edges = None
         self._all_captured_edges = None   # (edges, meta) when every edge goes to a captured leaf
         self._sum_edges = [k for k, g in enumerate(trace.grads) if g is not None]
+        self._reached_from = [frozenset(js) for js in trace.reached_from]
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names), backward_reads_arrays=True,
                            running_sum_edges=tuple(self._sum_edges))
@@ -632,7 +661,10 @@ class CompiledBackward:
         arrays = [saved[name] for name in self.names]
         saved.clear()   # the program takes the saved arrays over (a released node holds none)
         n_saved = self._n_saved
-        incoming = [g._data if g is not None else np.zeros(shape, dtype)
+        # the program was recorded with C-contiguous incoming gradients: an expanded or transposed one
+        # (a sum's or a view's backward) is copied to that layout first, as eager's reshapes copy it
+        incoming = [np.zeros(shape, dtype) if g is None else
+                    g._data if g._data.flags.c_contiguous else np.ascontiguousarray(g._data)
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
         inputs = arrays[:n_saved] + incoming
         captured = arrays[n_saved:]
@@ -641,11 +673,18 @@ class CompiledBackward:
         del arrays
         make = Tensor._make
         scalars = attrs["scalars"]
+        unreached = self._unreached(grads)
         if running_sums:
+            if unreached and tracer is not None:
+                tracer.fail("a compiled model's output that reaches a gradient received none")
+                sources = None
             totals = []
             for k in self._sum_edges:
                 held = running_sums.get(k)
-                if held is None:   # -0.0 adds nothing to any number, signed zeros included
+                if k in unreached:   # no gradient of this call: what the engine held goes back as it was
+                    shape, dtype = self._grad_meta[k]
+                    totals.append(np.full(shape, -0.0, dtype))
+                elif held is None:   # -0.0 adds nothing to any number, signed zeros included
                     shape, dtype = self._grad_meta[k]
                     totals.append(np.full(shape, -0.0, dtype))
                 else:   # the engine's own sum is taken over; a gradient someone else holds is copied
@@ -660,6 +699,13 @@ class CompiledBackward:
             for note in self.trace.reductions:
                 note()
             by_edge = dict(zip(self._sum_edges, totals))
+            for k in unreached:
+                held = running_sums.get(k)
+                if held is None:
+                    del by_edge[k]
+                else:   # a gradient the engine did not own is copied: the engine may add into what it gets back
+                    tensor, owned = held
+                    by_edge[k] = tensor._data if owned else tensor._data.copy()
             returned = tuple(make(by_edge[k], False, None) if k in by_edge else None
                              for k in range(len(self.grad_results)))
             if sources is not None:
@@ -670,13 +716,22 @@ class CompiledBackward:
         results = self.replay.run(inputs, captured, list(scalars))
         for note in self.trace.reductions:
             note()
-        returned = tuple(None if index is None else make(results[index], False, None) for index in self.grad_results)
+        returned = tuple(None if index is None or k in unreached else make(results[index], False, None)
+                         for k, index in enumerate(self.grad_results))
         if sources is not None:
             graph = self._recorded
             self._record_run(tracer, graph, sources, grads, scalars, [],
                              [(graph.results[index], t) for index, t in zip(self.grad_results, returned)
-                              if index is not None])
+                              if t is not None])
         return returned
+
+    def _unreached(self, grads: tuple) -> frozenset:
+        """The gradients (wrt positions) that no output given a gradient reaches: eager's engine never
+        gets to them, so they stay None (not zeros computed from zero-filled incoming gradients)."""
+        if all(g is not None for g in grads):
+            return frozenset()
+        received = {j for j, g in enumerate(grads) if g is not None}
+        return frozenset(k for k, js in enumerate(self._reached_from) if js and received.isdisjoint(js))
 
     def _record_run(self, tracer, graph: Graph, sources: tuple, grads: tuple, scalars: list, held: list,
                     returned: list) -> None:

@@ -5,6 +5,7 @@ that need a matrix decomposition (ord 2, "nuc", ...) are not built and say so.""
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
+from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
 from staticgrad._eager.math_functions import norm as _vector_norm
 
 

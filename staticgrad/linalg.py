@@ -1,6 +1,7 @@
-"""torch.linalg, the vector norms: vector_norm, norm (a vector norm over one dim or all elements, the
-Frobenius norm over two dims) and matrix_norm("fro"); every one is LinalgVectorNormBackward0. Norms
-that need a matrix decomposition (ord 2, "nuc", ...) are not built and say so."""
+"""torch.linalg: cross (staticgrad._eager.linalg_more) and the vector norms: vector_norm, norm (a vector
+norm over one dim or all elements, the Frobenius norm over two dims) and matrix_norm("fro"); every norm
+is LinalgVectorNormBackward0. Norms that need a matrix decomposition (ord 2, "nuc", ...) are not built
+and say so."""
 
 from __future__ import annotations
 

@@ -26,8 +26,7 @@ def check_expandable(input: Tensor, target: tuple) -> None:
     """PyTorch's error when ``input`` cannot be expanded to ``target`` (the first mismatch from the end)."""
     source = input._data.shape
     if len(source) > len(target):
-        raise RuntimeError(f"expand(torch.{_dtypes.from_numpy_dtype(input._data.dtype).tensor_type}"
-                           f"{{{list(source)}}}, size={list(target)}): the number of sizes provided ({len(target)}) "
+        raise RuntimeError(f"expand(CPU{_dtype_name(input)}Type{{{list(source)}}}, size={list(target)}): the number of sizes provided ({len(target)}) "
                            f"must be greater or equal to the number of dimensions in the tensor ({len(source)})")
     for back in range(1, len(source) + 1):
         have, want = source[-back], target[-back]
@@ -40,6 +39,18 @@ def check_expandable(input: Tensor, target: tuple) -> None:
 def _size(t: Tensor, dim: int) -> int:
     """``t.size(dim)`` with PyTorch's IndexError for a dim the tensor lacks."""
     return t._data.shape[_normalize_dim(dim, t._data.ndim)]
+
+
+def _require_output_shape(input: Tensor, shape: tuple) -> None:
+    """An in-place product writes a result of ``shape``: input must have it already."""
+    if input._data.shape != tuple(shape):
+        raise RuntimeError(f"Bad in-place call: input tensor size {list(input._data.shape)} and output tensor size "
+                           f"{list(shape)} should match")
+
+
+def _no_bool(kernel: str, t: Tensor) -> None:
+    if t._data.dtype == np.bool_:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
 def _scales(beta, alpha) -> dict:
@@ -143,6 +154,7 @@ def _addmv_checks(input, mat, vec):
     if not input._data.dtype == mat._data.dtype == vec._data.dtype:
         raise RuntimeError(f"addmv input tensors must have the same dtype, but got {_dtype_name(input)}, "
                            f"{_dtype_name(mat)}, and {_dtype_name(vec)}")
+    _no_bool("addmv_impl_cpu", input)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
@@ -153,10 +165,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 def addmv_(input, mat, vec, *, beta=1, alpha=1):
     _addmv_checks(input, mat, vec)
-    check_expandable(input, (mat._data.shape[0],))
-    if input._data.shape != (mat._data.shape[0],):
-        raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast shape "
-                           f"[{mat._data.shape[0]}]")
+    _require_output_shape(input, (mat._data.shape[0],))
     return dispatch_inplace(OPS["addmv"], input, (mat, vec), _scales(beta, alpha))
 
 
@@ -166,10 +175,8 @@ def _batched_checks(batch1, batch2):
             raise RuntimeError(f"{name} must be a 3D tensor")
 
 
-def _same_dtype(input, *others):
-    for other in others:
-        if other._data.dtype != input._data.dtype:
-            raise RuntimeError(f"expected scalar type {_dtype_name(input)} but found {_dtype_name(other)}")
+def _cpp_name(t: Tensor) -> str:
+    return fn._CPP_TYPE_NAMES.get(t._data.dtype.name, t._data.dtype.name)
 
 
 def _addbmm_checks(input, batch1, batch2) -> tuple:
@@ -184,7 +191,11 @@ def _addbmm_checks(input, batch1, batch2) -> tuple:
         raise RuntimeError(f"batch1 and batch2 must have same number of batches, got {b1} and {b2}")
     if m != m2:
         raise RuntimeError(f"Incompatible matrix sizes for bmm ({n}x{m} and {m2}x{p})")
-    _same_dtype(input, batch1, batch2)
+    for name, operand in (("self", input), ("mat1", batch1)):  # checked per batch as addmm checks
+        if operand._data.dtype != batch2._data.dtype:
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_dtype_name(operand)} and "
+                               f"{_dtype_name(batch2)}")
+    _no_bool("addmm_impl_cpu_", input)
     return target
 
 
@@ -196,10 +207,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 def addbmm_(input, batch1, batch2, *, beta=1, alpha=1):
-    target = _addbmm_checks(input, batch1, batch2)
-    if input._data.shape != target:
-        raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast shape "
-                           f"{list(target)}")
+    _require_output_shape(input, _addbmm_checks(input, batch1, batch2))
     return dispatch_inplace(OPS["addbmm"], input, (batch1, batch2),
                             {**_scales(beta, alpha), "batches": batch1._data.shape[0]})
 
@@ -215,7 +223,12 @@ def _baddbmm_checks(input, batch1, batch2) -> tuple:
     if (b1, m) != (b2, m2):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{b1}, {m}] but got: "
                            f"[{b2}, {m2}].")
-    _same_dtype(input, batch1, batch2)
+    if batch1._data.dtype != batch2._data.dtype:
+        raise RuntimeError(f"expected scalar type {_dtype_name(batch1)} but found {_dtype_name(batch2)}")
+    if input._data.dtype != batch1._data.dtype:
+        raise RuntimeError(f"Input dtypes must be the same, got: input {_cpp_name(input)}, batch1: "
+                           f"{_cpp_name(batch1)}, batch2: {_cpp_name(batch2)}")
+    _no_bool("baddbmm", input)
     return target
 
 
@@ -226,10 +239,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 def baddbmm_(input, batch1, batch2, *, beta=1, alpha=1):
-    target = _baddbmm_checks(input, batch1, batch2)
-    if input._data.shape != target:
-        raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast shape "
-                           f"{list(target)}")
+    _require_output_shape(input, _baddbmm_checks(input, batch1, batch2))
     return dispatch_inplace(OPS["baddbmm"], input, (batch1, batch2), _scales(beta, alpha))
 
 
@@ -264,8 +274,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
 def addr_(input, vec1, vec2, *, beta=1, alpha=1):
     target = _addr_checks(input, vec1, vec2)
     if input._data.shape != target:
-        raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast shape "
-                           f"{list(target)}")
+        raise RuntimeError(f"size mismatch, input: {list(input._data.shape)}, v1: {list(vec1._data.shape)}, "
+                           f"v2: {list(vec2._data.shape)}")
     return dispatch_inplace(OPS["addr"], input, (vec1, vec2), _addr_scales(input._data.dtype.kind, beta, alpha))
 
 
@@ -310,9 +320,10 @@ def rot90(input, k=1, dims=(0, 1)):
     ndim = input._data.ndim
     if ndim < 2:
         raise RuntimeError(f"expected total dims >= 2, but got total dims = {ndim}")
-    if dims[0] == dims[1] or abs(dims[0] - dims[1]) == ndim:
+    wrapped = (_normalize_dim(dims[0], ndim), _normalize_dim(dims[1], ndim))
+    if wrapped[0] == wrapped[1]:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
-    dims = (_normalize_dim(dims[0], ndim), _normalize_dim(dims[1], ndim))
+    dims = wrapped
     return dispatch(OPS["rot90"], (input,), {"k": int(k), "dims": dims})
 
 
@@ -321,7 +332,7 @@ def block_diag(*tensors):
     for i, t in enumerate(tensors):
         fn.require_tensor(t, "block_diag", f"tensors[{i}]", i + 1)
         if t._data.ndim > 2:
-            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
+            raise RuntimeError(f"staticgrad.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
                                f"{t._data.ndim} dimensions")
     if not tensors:
         return zeros(1, 0)

@@ -71,7 +71,7 @@ def frexp(input):
     (FrexpBackward0)."""
     fn.require_tensor(input, "frexp")
     if input._data.dtype.kind != "f":
-        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+        raise RuntimeError("staticgrad.frexp() only supports floating-point dtypes")
     return FrexpResult(*dispatch(OPS["frexp"], (input,), {}))
 
 

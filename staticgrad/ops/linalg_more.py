@@ -107,7 +107,7 @@ def _addbmm(input, batch1, batch2, out=None, beta=1, alpha=1, batches=0):
 def _addbmm_backward(F, g, s, at, need):
     beta, alpha = s["beta"], s["alpha"]
     batch1, batch2 = s.get("batch1"), s.get("batch2")
-    batches = s["batches"]
+    batches = s["batch1_sym_argsize_0"]
     expanded = F.expand(F.unsqueeze(g, dim=0), shape=(batches,) + tuple(g.shape))
     return (_scaled(F, g, beta) if need[0] else None,
             _scaled(F, F.bmm(expanded, F.transpose(batch2, dim0=1, dim1=2)), alpha) if need[1] else None,
@@ -116,7 +116,7 @@ def _addbmm_backward(F, g, s, at, need):
 
 register(OpDef("addbmm", _addbmm, "matmul", "AddbmmBackward0", _addbmm_backward,
                _SCALES + (Save("batch1", 1, when=(2,)), Save("batch2", 2, when=(1,)),
-                          Save("batches", "attr:batches", freed=False)), "same"))
+                          Save("batch1_sym_argsize_0", "attr:batches", freed=False)), "same"))
 
 
 def _baddbmm(input, batch1, batch2, out=None, beta=1, alpha=1):

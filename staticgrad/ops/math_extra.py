@@ -54,11 +54,14 @@ register(OpDef("gcd", _integer_pair("gcd_cpu", np.gcd), "elementwise", dtype_rul
 register(OpDef("lcm", _integer_pair("lcm_cpu", np.lcm), "elementwise", dtype_rule="promote", explain=broadcast_error))
 
 
-# ---- ldexp: input * 2**other, the power in other's float dtype (PyTorch's mul(input, pow(2, other))) --
+# ---- ldexp: input * 2**other (exact for integer exponents, as PyTorch's: no overflow of 2**other alone) ----
 
 def _ldexp(a, e, out=None, dtype=None, power_dtype=None):
-    power = np.power(np.dtype(power_dtype).type(2.0), e.astype(power_dtype, copy=False))
-    return np.multiply(a.astype(dtype, copy=False), power.astype(dtype, copy=False), out=out)
+    x = a.astype(dtype, copy=False)
+    if e.dtype.kind in "iub":
+        return np.ldexp(x, e.astype(np.int64, copy=False), out=out)
+    power = np.exp2(e.astype(power_dtype, copy=False))
+    return np.multiply(x, power.astype(dtype, copy=False), out=out)
 
 
 def _integer_power_of_two(e, out=None):

@@ -228,6 +228,13 @@ ERRORS = [
     ("addmv_bool", lambda lib: lib.addmv(_t(lib, 2, dtype="bool"), _t(lib, 2, 2, dtype="bool"), _t(lib, 2, dtype="bool"))),
     ("baddbmm_inplace_shape", lambda lib: _t(lib, 1, 3, 5).baddbmm_(_t(lib, 2, 3, 4), _t(lib, 2, 4, 5))),
     ("addr_inplace_shape", lambda lib: _t(lib, 3, 1).addr_(_t(lib, 3), _t(lib, 4))),
+    ("trapezoid_number_x", lambda lib: lib.trapezoid(_t(lib, 4), 2.0)),
+    ("trapz_number_x", lambda lib: lib.trapz(_t(lib, 4), 2.0)),
+    ("cumulative_trapezoid_number_x", lambda lib: lib.cumulative_trapezoid(_t(lib, 4), 2.0)),
+    ("trapezoid_bool_dx", lambda lib: lib.trapezoid(_t(lib, 4), dx=True)),
+    ("trapezoid_bool_x", lambda lib: lib.trapezoid(_t(lib, 4), _t(lib, 4, dtype="bool"))),
+    ("trapezoid_dim", lambda lib: lib.trapezoid(_t(lib, 4), dim=1)),
+    ("inner_dtypes", lambda lib: lib.inner(_t(lib, 2, dtype="int32"), _t(lib, 2))),
     ("rot90_wrapped_same", lambda lib: lib.rot90(_t(lib, 3, 3), 1, [0, -2])),
 ]
 
@@ -285,6 +292,23 @@ VALUES = [
     ("isin_number_elements", lambda lib: lib.isin(2, lib.tensor([1, 2]))),
     ("isin_number_test", lambda lib: lib.isin(lib.tensor([[1, 2], [2, 3]]), 2)),
     ("isin_assume_unique", lambda lib: lib.isin(lib.tensor([3, 1, 2]), lib.tensor([2, 3]), assume_unique=True)),
+    ("take_empty_index", lambda lib: lib.take(lib.ones(2, 2), lib.tensor([], dtype=lib.int64))),
+    ("kron_bool", lambda lib: lib.kron(lib.tensor([True, False]), lib.tensor([True, True]))),
+    ("trace_empty", lambda lib: lib.trace(lib.ones(0, 3))),
+    ("rot90_bool", lambda lib: lib.rot90(lib.tensor([[True, False, False]]))),
+    ("logaddexp2_infinities", lambda lib: lib.logaddexp2(lib.tensor([float("inf"), -float("inf"), 1.0]),
+                                                        lib.tensor([float("inf"), -float("inf"), -float("inf")]))),
+    ("lcm_int8_wraps", lambda lib: lib.lcm(lib.tensor([6], dtype=lib.int8), lib.tensor([50], dtype=lib.int8))),
+    ("addmv_empty", lambda lib: lib.addmv(lib.ones(3), lib.ones(3, 0), lib.ones(0))),
+    ("addbmm_no_batches", lambda lib: lib.addbmm(lib.ones(3, 5), lib.ones(0, 3, 4), lib.ones(0, 4, 5))),
+    ("masked_scatter_broadcast_mask", lambda lib: lib.masked_scatter(lib.ones(2, 3), lib.tensor([True, False, True]),
+                                                                     lib.arange(6.0))),
+    ("addmv_beta0_ignores_nan", lambda lib: lib.addmv(lib.tensor([float("nan"), 1.0]), lib.ones(2, 3),
+                                                      lib.ones(3), beta=0)),
+    ("baddbmm_beta0_ignores_nan", lambda lib: lib.baddbmm(lib.full((1, 2, 2), float("nan")), lib.ones(1, 2, 3),
+                                                          lib.ones(1, 3, 2), beta=0, alpha=2)),
+    ("addr_beta0_ignores_nan", lambda lib: lib.addr(lib.full((2, 2), float("nan")), lib.ones(2), lib.ones(2),
+                                                    beta=0)),
     ("argwhere", lambda lib: lib.argwhere(lib.tensor(INTS))),
     ("argwhere_method", lambda lib: lib.tensor([0.0, 1.5, 0.0, -2.0]).argwhere()),
     ("argwhere_0d", lambda lib: lib.argwhere(lib.tensor(2.0))),
@@ -540,3 +564,43 @@ def test_integer_ops_replay_as_eager():
         for k, (got, want) in enumerate(zip(compiled(a, b), integers(a, b))):
             same_bits(got.numpy(), want.numpy(), f"output {k} of call {call}")
     assert compiled.stats.replays >= 2, compiled.stats
+
+
+# ---- whole graphs of the composites: PyTorch's nodes, in PyTorch's order ---------------------------------------
+
+def _graph(node) -> list:
+    """Node names depth first along next_functions. Edges to inputs that take no gradient (a mask, an
+    index) are left out: staticgrad keeps them as (None, 0), as its masked_fill does, PyTorch drops them."""
+    names = [node.name().replace("torch::autograd::", "")]
+    for child, _ in node.next_functions:
+        if child is not None:
+            names.extend(_graph(child))
+    return names
+
+
+GRAPHS = [
+    ("kron", lambda lib, a, b: lib.kron(a, b), [R(2, 3), R(2)]),
+    ("inner_vectors", lambda lib, a, b: lib.inner(a, b), [R(3), R(3)]),
+    ("cov", lambda lib, x: lib.cov(x), [R(3, 4)]),
+    ("cov_weighted", lambda lib, x, w: lib.cov(x, aweights=w), [R(3, 4), P(4)]),
+    ("corrcoef", lambda lib, x: lib.corrcoef(x), [R(3, 4)]),
+    ("trapezoid", lambda lib, y: lib.trapezoid(y), [R(2, 4)]),
+    ("trapezoid_x", lambda lib, y, x: lib.trapezoid(y, x), [R(2, 4), R(4)]),
+    ("cumulative_trapezoid", lambda lib, y: lib.cumulative_trapezoid(y, dx=2), [R(2, 4)]),
+    ("cumulative_trapezoid_x", lambda lib, y, x: lib.cumulative_trapezoid(y, x), [R(2, 4), R(2, 4)]),
+    ("diagflat", lambda lib, x: lib.diagflat(x), [R(2, 2)]),
+    ("diagflat_transposed", lambda lib, x: lib.diagflat(x.t()), [R(2, 3)]),
+    ("block_diag", lambda lib, a, b, c: lib.block_diag(a, b, c), [R(2), R(), R(2, 2)]),
+    ("masked_scatter", lambda lib, x, s: x.masked_scatter(x > 0, s), [R(2, 3), R(6)]),
+    ("ldexp_float", lambda lib, x, e: lib.ldexp(x, e), [R(3), R(3)]),
+    ("addmv", lambda lib, v, m, w: lib.addmv(v, m, w), [R(2), R(2, 3), R(3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", GRAPHS, ids=[g[0] for g in GRAPHS])
+def test_graphs_show_torchs_nodes(name, fn, arrays):
+    graphs = []
+    for lib in (torch, sg):
+        inputs = [lib.tensor(a, requires_grad=True) for a in arrays]
+        graphs.append(_graph(fn(lib, *inputs).grad_fn))
+    assert graphs[1] == graphs[0]

@@ -67,7 +67,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
             raise RuntimeError("cov(): weights sum to zero, can't be normalized")
     average = fn.div(fn.sum(fn.mul(x, w) if w is not None else x, 1), w_sum)
     if w is not None and aweights is not None and correction != 0:
-        norm_factor = fn.sub(w_sum, fn.div(fn.mul(fn.sum(fn.mul(w, aweights)), correction), w_sum))
+        weighted = dispatch(OPS["mul_scalar_cpp"], (fn.sum(fn.mul(w, aweights)),), {"other": correction})
+        norm_factor = fn.sub(w_sum, fn.div(weighted, w_sum))
     else:
         norm_factor = fn.sub(w_sum, correction)
     no_freedom = observations - correction <= 0 if w is None else bool(fn.le(norm_factor, 0))
@@ -148,16 +149,20 @@ def _number_dx(name: str, y: Tensor, dx) -> float:
     return float(dx)
 
 
-def _both_given(name: str, x, dx) -> TypeError:
-    return TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, Tensor, "
-                     f"dx={fn._type_name(dx)}), but expected one of:")
+def _check_form(name: str, x, dx) -> None:
+    """PyTorch's overloads: (y, x: Tensor) or (y, *, dx: number); x a number, or both given, match none."""
+    if x is not None and not isinstance(x, Tensor):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, "
+                        f"{fn._type_name(x)}), but expected one of:")
+    if x is not None and dx is not None:
+        raise TypeError(f"{name}() received an invalid combination of arguments - got (Tensor, Tensor, "
+                        f"dx={fn._type_name(dx)}), but expected one of:")
 
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """The trapezoid rule along ``dim``: with sample points x (a tensor), or a constant spacing dx (1)."""
     fn.require_tensor(y, "trapezoid", "y")
-    if x is not None and dx is not None:
-        raise _both_given("trapezoid", x, dx)
+    _check_form("trapezoid", x, dx)
     d = _sample_dim("trapezoid", y, dim)
     if y._data.shape[d] == 0:
         shape = y._data.shape[:d] + y._data.shape[d + 1:]
@@ -165,7 +170,7 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     if isinstance(x, Tensor):
         spacing = _spacing("trapezoid", y, x, d)
         return _halved(fn.sum(fn.mul(_pairs_sum(y, d), spacing), d))
-    step = _number_dx("trapezoid", y, 1.0 if dx is None and x is None else (x if dx is None else dx))
+    step = _number_dx("trapezoid", y, 1.0 if dx is None else dx)
     n = y._data.shape[d]
     ends = fn.add(select(y, d, 0), select(y, d, n - 1))
     return _times(fn.sub(fn.sum(y, d), _times(ends, 0.5)), step)
@@ -173,19 +178,19 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
 
 def trapz(y, x=None, *, dx=None, dim=-1):
     """torch.trapz: trapezoid under its older name."""
+    _check_form("trapz", x, dx)
     return trapezoid(y, x, dx=dx, dim=dim)
 
 
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """The running trapezoid rule along ``dim`` (one fewer element than y there)."""
     fn.require_tensor(y, "cumulative_trapezoid", "y")
-    if x is not None and dx is not None:
-        raise _both_given("cumulative_trapezoid", x, dx)
+    _check_form("cumulative_trapezoid", x, dx)
     d = _sample_dim("cumulative_trapezoid", y, dim)
     if isinstance(x, Tensor):
         spacing = _spacing("cumulative_trapezoid", y, x, d)
         return _halved(cumsum(fn.mul(_pairs_sum(y, d), spacing), d))
-    step = _number_dx("cumulative_trapezoid", y, 1.0 if dx is None and x is None else (x if dx is None else dx))
+    step = _number_dx("cumulative_trapezoid", y, 1.0 if dx is None else dx)
     return cumsum(_times(_pairs_sum(y, d), step / 2.0), d)
 
 

@@ -293,7 +293,9 @@ def inner(input, other):
         raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes {list(a)} "
                            f"and {list(b)}")
     if len(a) == 1 and len(b) == 1:
-        return fn.view(fn.dot(input, other), ())
+        if input._data.dtype != other._data.dtype:  # tensordot's check, which PyTorch runs first
+            raise RuntimeError("both inputs should have same dtype")
+        return fn.view(fn.dot(fn.permute(input, (0,)), fn.permute(other, (0,))), ())  # tensordot's permutes
     return tensordot(input, other, ([-1], [-1]))
 
 

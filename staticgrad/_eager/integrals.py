@@ -144,7 +144,7 @@ def _pairs_sum(y: Tensor, dim: int) -> Tensor:
 def _number_dx(name: str, y: Tensor, dx) -> float:
     if y._data.dtype == np.bool_:
         raise RuntimeError(f"{name}: received a bool input for `y`, but bool is not supported")
-    if isinstance(dx, (bool, np.bool_)) or isinstance(dx, complex):
+    if isinstance(dx, (bool, np.bool_, complex)):
         raise RuntimeError(f"{name}: Currently, we only support dx as a real number.")
     return float(dx)
 

@@ -26,8 +26,9 @@ def check_expandable(input: Tensor, target: tuple) -> None:
     """PyTorch's error when ``input`` cannot be expanded to ``target`` (the first mismatch from the end)."""
     source = input._data.shape
     if len(source) > len(target):
-        raise RuntimeError(f"expand(CPU{_dtype_name(input)}Type{{{list(source)}}}, size={list(target)}): the number of sizes provided ({len(target)}) "
-                           f"must be greater or equal to the number of dimensions in the tensor ({len(source)})")
+        raise RuntimeError(f"expand(CPU{_dtype_name(input)}Type{{{list(source)}}}, size={list(target)}): the number "
+                           f"of sizes provided ({len(target)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({len(source)})")
     for back in range(1, len(source) + 1):
         have, want = source[-back], target[-back]
         if have != want and have != 1:

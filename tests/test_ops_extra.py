@@ -443,6 +443,17 @@ def test_normal_forms_shapes_dtypes_and_node_names_match_torch():
         assert lib.normal(2.0, 0.5, size=(4,)).dtype == lib.float32
 
 
+def test_normal_writes_out_as_torch():
+    for lib in (torch, sg):
+        out = lib.empty(2, 3)
+        result = lib.normal(lib.zeros(2, 3), lib.ones(3), out=out)
+        assert result is out and tuple(out.shape) == (2, 3)
+        out64 = lib.empty(0, dtype=lib.float64)
+        assert lib.normal(0.0, 2.0, (4,), out=out64) is out64 and out64.dtype == lib.float64
+        assert tuple(out64.shape) == (4,)
+    same_error(lambda lib: lib.normal(lib.zeros(2, requires_grad=True), 1.0, out=lib.empty(2)))
+
+
 def test_normal_draws_follow_mean_and_std_and_the_generator():
     mean = sg.tensor(np.array([-5.0, 0.0, 10.0]).repeat(20000).reshape(3, -1))
     std = sg.tensor(np.array([0.5, 1.0, 3.0])[:, None])

@@ -12,6 +12,7 @@ from staticgrad._eager import functions as fn
 from staticgrad._eager.arguments import shape_argument
 from staticgrad._eager.creation import _np_dtype, _require_grad, _source
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
+from staticgrad._eager.out_argument import refuse_autograd, write_out
 from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -117,12 +118,7 @@ def _broadcast_check(a: Tensor, b: Tensor) -> None:
                                f"non-singleton dimension {max(len(x), len(y)) - back}")
 
 
-def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, out=None):
-    """Draws from N(mean, std): mean and std tensors (broadcast; NormalBackward3), a tensor and a number
-    (NormalBackward1 / 2), or two numbers and a ``size``. The gradients to mean and std are zero, as
-    in PyTorch (the draws are not reparameterised)."""
-    if out is not None:
-        raise NotImplementedError("staticgrad's normal does not take out=; assign the result instead")
+def _draw(mean, std, size, generator, dtype, requires_grad) -> Tensor:
     source = _source(generator)
     mean_tensor, std_tensor = isinstance(mean, Tensor), isinstance(std, Tensor)
     if mean_tensor and std_tensor:
@@ -145,6 +141,17 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
     if requires_grad:
         _require_grad(result)
     return result
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, requires_grad=False):
+    """Draws from N(mean, std): mean and std tensors (broadcast; NormalBackward3), a tensor and a number
+    (NormalBackward1 / 2), or two numbers and a ``size``; ``out=`` receives them. The gradients to mean
+    and std are zero, as in PyTorch (the draws are not reparameterised)."""
+    if out is not None:
+        fn.require_tensor(out, "normal", "out", 4)
+        refuse_autograd("normal", *(t for t in (mean, std) if isinstance(t, Tensor)))
+    result = _draw(mean, std, size, generator, dtype, requires_grad)
+    return result if out is None else write_out("normal", result, out)
 
 
 FUNCTIONS = {"logaddexp2": logaddexp2, "gcd": gcd, "lcm": lcm, "ldexp": ldexp, "frexp": frexp}

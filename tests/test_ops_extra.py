@@ -625,3 +625,32 @@ def test_graphs_show_torchs_nodes(name, fn, arrays):
         inputs = [lib.tensor(a, requires_grad=True) for a in arrays]
         graphs.append(_graph(fn(lib, *inputs).grad_fn))
     assert graphs[1] == graphs[0]
+
+
+# ---- backward of the backward: gradients with respect to the incoming gradient --------------------------------
+
+ADJOINTS = [
+    ("trace", lambda lib, x: lib.trace(x), [R(3, 4)]),
+    ("take", lambda lib, x: lib.take(x, lib.tensor([[0, 5], [5, -1]])), [R(2, 3)]),
+    ("masked_scatter_source", lambda lib, s: lib.zeros(2, 3, dtype=s.dtype).masked_scatter(lib.tensor(MASK), s),
+     [R(2, 3)]),
+    ("block_diag", lambda lib, a: lib.block_diag(a, a[0], a[0, 0]), [R(2, 2)]),
+    ("rot90", lambda lib, x: lib.rot90(x, 1, [0, 2]), [R(2, 3, 2)]),
+    ("addbmm", lambda lib, b: lib.addbmm(b[0, :, :1], b, b.transpose(1, 2)), [R(2, 3, 2)]),
+    ("linalg_cross", lambda lib, a: lib.linalg.cross(a, a.flip(0)), [R(2, 3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", ADJOINTS, ids=[a[0] for a in ADJOINTS])
+def test_gradient_of_the_gradient_matches_torch(name, fn, arrays):
+    results = []
+    for lib in (torch, sg):
+        x = lib.tensor(arrays[0], requires_grad=True)
+        y = fn(lib, x)
+        v = lib.tensor(np.linspace(-1, 1, y.numel()).reshape(tuple(y.shape)), requires_grad=True)
+        (gx,) = lib.autograd.grad(y, x, v, create_graph=True)
+        w = lib.tensor(np.cos(np.arange(gx.numel())).reshape(tuple(gx.shape)))
+        (gv,) = lib.autograd.grad((gx * w).sum(), v)
+        results.append((gx.detach().numpy(), gv.numpy()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12, atol=1e-12)

@@ -1,10 +1,12 @@
-"""torch.linalg, the vector norms: vector_norm, norm (a vector norm over one dim or all elements, the
-Frobenius norm over two dims) and matrix_norm("fro"); every one is LinalgVectorNormBackward0. Norms
-that need a matrix decomposition (ord 2, "nuc", ...) are not built and say so."""
+"""torch.linalg: cross (staticgrad._eager.linalg_more) and the vector norms: vector_norm, norm (a vector
+norm over one dim or all elements, the Frobenius norm over two dims) and matrix_norm("fro"); every norm
+is LinalgVectorNormBackward0. Norms that need a matrix decomposition (ord 2, "nuc", ...) are not built
+and say so."""
 
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
+from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
 from staticgrad._eager.math_functions import norm as _vector_norm
 
 

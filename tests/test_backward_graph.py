@@ -562,27 +562,71 @@ def test_an_input_whose_only_path_is_unused_keeps_the_gradient_the_loss_gave_it(
     assert compiled == eager
 
 
-def _sum_of_both(outputs):
-    return outputs[1].sum() + outputs[0].sum() * 0.25
+def _stacked_product(p0, p1, p2):
+    def forward():
+        v1 = F.log_softmax(p0.softmax(-2), dim=-3)
+        return v1, sg.stack([v1, p1], dim=0) @ p2
+    return forward
+
+
+def _vector_times_matrix(p0, p1, p2):
+    def forward():
+        v1 = p1 @ p0[-2]
+        return v1, (p1.abs() + 0.5).log().unsqueeze(1)[1] @ p2
+    return forward
+
+
+EXPANDED = {   # (starting shapes, forward): a sum of the model's output reaches a reshape's backward
+    "reshape_then_matrix_vector": ([(3, 3, 2), (3, 3, 2), (2,)], _stacked_product,
+                                   lambda outputs: outputs[1].sum() + outputs[0].sum() * 0.25),
+    "unsqueezed_vector_times_matrix": ([(2, 1), (2, 1), (1, 3)], _vector_times_matrix,
+                                       lambda outputs: outputs[1].sum() + outputs[0].sum() * 0.5),
+}
 
 
 @pytest.mark.bitexact
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_an_expanded_incoming_gradient_gives_eager_bits(dtype):
-    """A sum of the model's output hands the node an expanded (stride 0) gradient; eager's reshape
-    backward copies it before the matrix-vector product, so the node's program must read it as the
-    contiguous array it was recorded with (else NumPy takes its non-BLAS path: other bits)."""
+@pytest.mark.parametrize("case", list(EXPANDED))
+def test_an_expanded_incoming_gradient_gives_eager_bits(case, dtype):
+    """A sum of the model's output hands the node an expanded (stride 0) gradient. The node's program
+    must read it in that layout, as eager's nodes do (a contiguous copy would take the BLAS path where
+    eager's product of a stride-0 operand takes NumPy's own, or the reverse), and must not carry a
+    choice its trace made for the contiguous gradient it was recorded with (eager's reshape backward
+    copied a stride-0 gradient; the recording had viewed the contiguous one)."""
+    shapes, forward_of, loss_of = EXPANDED[case]
     rng = np.random.default_rng(14694)
-    starts = [rng.standard_normal((3, 3, 2)).astype(dtype), rng.standard_normal((3, 3, 2)).astype(dtype),
-              rng.standard_normal(2).astype(dtype)]
-
-    def forward_of(p0, p1, p2):
-        def forward():
-            v1 = F.log_softmax(p0.softmax(-2), dim=-3)
-            return v1, sg.stack([v1, p1], dim=0) @ p2
-        return forward
-
-    (eager, _), (compiled, model) = _twin_runs(forward_of, lambda model, *_: _sum_of_both(model()),
+    starts = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+    (eager, _), (compiled, model) = _twin_runs(forward_of, lambda model, *_: loss_of(model()),
                                                lambda: [sg.tensor(a.copy(), requires_grad=True) for a in starts])
     assert compiled == eager
     assert model.stats.backward_replays >= 3, model.stats
+
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_output_left_unused_changes_at_most_the_sign_of_a_zero_gradient(seed, dtype):
+    """The documented limit of a partly used call: the unused output's incoming gradient is filled
+    with zeros, and the paths it shares with used outputs add what those zeros give (0.0 where eager,
+    never running them, kept a -0.0). Equal values (with the used output's stride-0 gradient read as
+    eager reads it); the gradient only the unused output reaches is None, as eager's."""
+    shapes, forward_of, _ = EXPANDED["unsqueezed_vector_times_matrix"]
+    rng = np.random.default_rng(seed)
+    starts = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+    runs = []
+    for compiled in (False, True):
+        leaves = [sg.tensor(a.copy(), requires_grad=True) for a in starts]
+        forward = forward_of(*leaves)
+        model = sg.compile(forward) if compiled else forward
+        grads = []
+        for _ in range(6):
+            for t in leaves:
+                t.grad = None
+            model()[1].sum().backward()
+            grads.append([None if t.grad is None else t.grad.numpy().copy() for t in leaves])
+        runs.append(grads)
+    for eager_step, compiled_step in zip(*runs):
+        assert eager_step[0] is None and compiled_step[0] is None
+        for e, c in zip(eager_step[1:], compiled_step[1:]):
+            np.testing.assert_array_equal(c, e)   # -0.0 == 0.0 here

@@ -340,6 +340,29 @@ def _order_cases():
 
 
 CASES += _order_cases()
+
+
+def _linalg_extra_cases():
+    """The products, rearrangements and integer ops of the linalg/math extras on 0-dim tensors: a result
+    where PyTorch gives one (kron, inner, vdot's error, diagflat...), PyTorch's error where it raises."""
+    for name in ("addbmm", "addmv", "addr", "baddbmm"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, c, n=name: getattr(a, n)(b, c), [X, Y, P])
+        yield Case(f"Tensor.{name}_", lambda lib, a, b, c, n=name: getattr(a.clone(), f"{n}_")(b, c), [X, Y, P])
+    for name in ("inner", "kron", "vdot", "cross", "logaddexp2", "ldexp"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
+    yield Case("Tensor.ldexp_", lambda lib, a, b: a.clone().ldexp_(b), [X, Y])
+    for name in ("argwhere", "corrcoef", "cov", "diagflat", "frexp", "trace"):
+        yield Case(f"Tensor.{name}", _method(name), [X])
+    yield Case("Tensor.rot90", _method("rot90"), [X])
+    yield Case("Tensor.take", lambda lib, a: a.take(lib.tensor([0, 0])), [X])
+    yield Case("Tensor.masked_scatter", lambda lib, a, b: a.masked_scatter(a.detach() > 0, b), [X, Y])
+    yield Case("Tensor.masked_scatter_", lambda lib, a, b: a.clone().masked_scatter_(a.detach() > 0, b), [X, Y])
+    for name in ("gcd", "lcm"):
+        yield Case(f"Tensor.{name}", lambda lib, n=name: getattr(lib.tensor(12), n)(lib.tensor(8)), [])
+        yield Case(f"Tensor.{name}_", lambda lib, n=name: getattr(lib.tensor(12), f"{n}_")(lib.tensor(8)), [])
+
+
+CASES += _linalg_extra_cases()
 CASES += [Case("Tensor.unique", lambda lib, a: a.detach().unique(return_counts=True), [X]),
           Case("Tensor.unique_consecutive", lambda lib, a: a.detach().unique_consecutive(), [X]),
           Case("Tensor.histc", lambda lib, a: a.detach().histc(bins=3), [X]),

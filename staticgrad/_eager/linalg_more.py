@@ -39,6 +39,8 @@ def check_expandable(input: Tensor, target: tuple) -> None:
 
 def _size(t: Tensor, dim: int) -> int:
     """``t.size(dim)`` with PyTorch's IndexError for a dim the tensor lacks."""
+    if t._data.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return t._data.shape[_normalize_dim(dim, t._data.ndim)]
 
 

@@ -22,7 +22,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from staticgrad.ops.elementwise import fill_outputs, loop_output
 from staticgrad.ops.registry import OpDef, Save, jit_loops, register
 from staticgrad.ops.scratch import Scratch, scratch_bytes
-from staticgrad.ops.shape import _reshape_back
+from staticgrad.ops.shape import reshape_back
 
 
 def _windows(x, kernel_size, stride, padding, fill=0, scratch=None):
@@ -276,7 +276,7 @@ def _max_pool2d_backward_backward(F, gg, s, at, need):
     # The scatter's adjoint: gather gg at the indices (PyTorch's max_pool_double_backward).
     indices = s["indices"]
     lead, (oh, ow) = tuple(indices.shape[:-2]), indices.shape[-2:]
-    flat = _reshape_back(F, gg, lead + (gg.shape[-2] * gg.shape[-1],))
+    flat = reshape_back(F, gg, lead + (gg.shape[-2] * gg.shape[-1],))
     picked = F.gather(flat, F.view(indices, shape=lead + (oh * ow,)), dim=len(lead))
     return F.view(picked, shape=tuple(indices.shape)), None
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from staticgrad.ops.opmath import HALF, widen_array, widen_formula
 from staticgrad.ops.registry import OpDef, Save, register
+from staticgrad.ops.shape import reshape_back
 
 
 def _sizes(at) -> tuple:
@@ -55,9 +56,7 @@ def _reshape(F, t, shape: tuple):
     """``t`` in ``shape``: a view when ``t`` is contiguous, else a copy, as reshape does."""
     if tuple(t.shape) == shape:
         return t
-    if t._data.flags.c_contiguous:
-        return F.view(t, shape=shape)
-    return F.unsafe_view(F.clone(t), shape=shape)
+    return reshape_back(F, t, shape)
 
 
 def _add(a, b):

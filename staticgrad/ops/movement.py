@@ -8,6 +8,7 @@ import numpy as np
 
 from staticgrad.ops.reductions import axis_error
 from staticgrad.ops.registry import OpDef, Save, register
+from staticgrad.ops.shape import reshape_back
 
 
 def _into(result, out):
@@ -67,7 +68,7 @@ def _repeat_backward(F, g, s, at, need):
         split.append(size)
     if not sum_dims:
         return (g,)
-    g = F.view(g, shape=tuple(split)) if g._data.flags.c_contiguous else F.unsafe_view(F.clone(g), shape=tuple(split))
+    g = reshape_back(F, g, tuple(split))
     return (F.sum(g, dim=tuple(sum_dims), keepdim=False),)
 
 

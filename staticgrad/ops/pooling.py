@@ -15,7 +15,7 @@ import numpy as np
 
 from staticgrad.ops.conv import pool_output_size
 from staticgrad.ops.registry import OpDef, Save, register
-from staticgrad.ops.shape import _reshape_back
+from staticgrad.ops.shape import reshape_back
 
 
 def _write(result, out):
@@ -348,7 +348,7 @@ def _max_unpool2d_formula(F, g, s, at, need):
     # The adjoint of the scatter: g gathered at the indices (a view of g's planes, then the gather).
     indices = s["indices"]
     lead = tuple(indices.shape[:-2])
-    flat = _reshape_back(F, g, lead + (g.shape[-2] * g.shape[-1],))
+    flat = reshape_back(F, g, lead + (g.shape[-2] * g.shape[-1],))
     picked = F.gather(flat, F.view(indices, shape=lead + (indices.shape[-2] * indices.shape[-1],)), dim=len(lead))
     return F.view(picked, shape=tuple(indices.shape)), None
 

@@ -31,19 +31,26 @@ def _reshape_error(shapes, attrs, exc):
     return RuntimeError(f"shape '{shape}' is invalid for input of size {_numel(shapes[0])}")
 
 
-def _reshape_back(F, g, shape):
-    """Reshape a gradient back to an input's shape (a view when possible, as reshape does)."""
+def reshape_back(F, g, shape):
+    """A gradient reshaped to ``shape`` (an input's), as PyTorch's reshape: a view where the layout
+    allows one, else a copy. Where no graph is built (g needs no gradient) one op whose NumPy reshape
+    makes that choice when it runs, so a recorded backward decides nothing by the layout its trace
+    saw: a compiled model's backward gets incoming gradients in whatever layout the loss gave them
+    (a sum's stride-0 expand), as eager's nodes do. Building a graph, PyTorch's nodes: ViewBackward0,
+    or CloneBackward0 under UnsafeViewBackward0."""
+    if not g.requires_grad:
+        return F.unsafe_view(g, shape=shape)
     if g._data.flags.c_contiguous:
         return F.view(g, shape=shape)
     return F.unsafe_view(F.clone(g), shape=shape)
 
 
 register(OpDef("view", _view, "view", "ViewBackward0",
-               lambda F, g, s, at, need: (_reshape_back(F, g, tuple(s["self_sym_sizes"])),),
+               lambda F, g, s, at, need: (reshape_back(F, g, tuple(s["self_sym_sizes"])),),
                (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_reshape_error))
 
 register(OpDef("unsafe_view", lambda a, out=None, shape=(): np.reshape(a, shape), "view", "UnsafeViewBackward0",
-               lambda F, g, s, at, need: (_reshape_back(F, g, tuple(s["self_sym_sizes"])),),
+               lambda F, g, s, at, need: (reshape_back(F, g, tuple(s["self_sym_sizes"])),),
                (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_reshape_error))
 
 

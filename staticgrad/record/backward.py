@@ -661,10 +661,9 @@ class CompiledBackward:
         arrays = [saved[name] for name in self.names]
         saved.clear()   # the program takes the saved arrays over (a released node holds none)
         n_saved = self._n_saved
-        # the program was recorded with C-contiguous incoming gradients: an expanded or transposed one
-        # (a sum's or a view's backward) is copied to that layout first, as eager's reshapes copy it
-        incoming = [np.zeros(shape, dtype) if g is None else
-                    g._data if g._data.flags.c_contiguous else np.ascontiguousarray(g._data)
+        # incoming gradients in the layout the engine gives them (an expanded sum's, a transposed view's),
+        # as eager's nodes would read them: the recorded formulas decide nothing by layout (reshape_back)
+        incoming = [g._data if g is not None else np.zeros(shape, dtype)
                     for g, (shape, dtype) in zip(grads, self.trace.output_meta)]
         inputs = arrays[:n_saved] + incoming
         captured = arrays[n_saved:]

@@ -294,9 +294,6 @@ class Tracer:
         values = {}
         for vid, source in zip(graph.inputs, inputs):
             values[vid] = self._source_value(source)
-            if source[0] == "tensor" and not source[1]._data.flags.c_contiguous:   # as the node's run copies it
-                data = source[1]._data
-                (values[vid],) = self.tape.op("clone", [values[vid]], {}, [(data.shape, data.dtype)], "backward")
         for vid, source in zip(graph.captured, captured):
             values[vid] = self._source_value(source)
         if self.failure is not None:

@@ -92,6 +92,9 @@ class Adam(Optimizer):
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
                 negative_step_size = -(lr / bias_correction1)
+            if p._data.ndim == 0:   # two 0-dim operands would promote to float64: work in p's dtype, as the loop
+                negative_step_size = negative_step_size.to(p.dtype)   # does and PyTorch's Adam (Python floats)
+                bias_correction2_sqrt = bias_correction2_sqrt.to(p.dtype)
             second_moment = exp_avg_sq
             if group["amsgrad"]:
                 second_moment = state["max_exp_avg_sq"].copy_(fn.maximum(state["max_exp_avg_sq"], exp_avg_sq))

@@ -861,3 +861,21 @@ def test_pinned_numpy_float64_scalar_makes_a_float64_tensor():
     """(ix) tensor(np.float64(x)) is float64, as in PyTorch (staticgrad made float32)."""
     assert staticgrad.tensor(np.float64(0.1)).dtype == staticgrad.float64
     assert str(torch.tensor(np.float64(0.1)).dtype) == "torch.float64"
+
+
+@pytest.mark.parametrize("dtype, leaves, lines, loss, optimizer", [
+    ("float32", {"x0": ((1, 3, 3), "input"), "p0": ((2, 1, 3, 3), "param"), "p1": ((1, 1, 3, 3), "param"),
+                 "x1": ((2, 1, 3, 3), "input")},
+     ["v0 = lib.add(x0, p0, alpha=0.5)", "v1 = lib.add(v0, p1)", "v2 = lib.maximum(v1, v0)",
+      "v3 = lib.maximum(v2, v0)"], "(v3 * x1).sum()", None),
+    ("float64", {"p0": ((2, 3, 1), "param"), "p1": ((2,), "param")},
+     ["v0 = lib.logsumexp(p0, dim=1, keepdim=True)", "v1 = v0.contiguous().view([2])", "v2 = p0.softmax(-1)",
+      "v3 = lib.cat((v1, p1), 0)", "v4 = lib.maximum(p0, p0)", "v5 = lib.narrow(v4, 0, 1, 1)"], "v5.sum()",
+     "lib.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)"),
+], ids=["maximum-chain", "maximum-of-itself"])
+def test_pinned_merged_fusion_groups_build_in_program_order(dtype, leaves, lines, loss, optimizer):
+    """(x) Two fusion groups merged by a later op keep their members in program order: a kernel built
+    from them out of order read, as an input, a value its own later member computes (NameError at the
+    first replay)."""
+    for seed in range(3):
+        check(hand_written(dtype, leaves, lines, loss, optimizer, seed=seed))

@@ -209,7 +209,7 @@ def _build(group: _Group, graph: Graph, users: dict, live: set) -> Op:
     shape, ndim = group.shape, len(group.shape)
     temp_of, loads, inputs, body, stores, sums, outputs = {}, [], [], [], [], [], []
     slots = {}
-    for m in group.members:
+    for m in sorted(group.members):   # program order: merged groups append their members out of it
         op = ops[m]
         args = []
         for v in op.inputs:

@@ -67,6 +67,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     math_more,
     math_ops,
     order_stats,
+    packed_sequence,
     pooling_nd,
     random_fill,
     random_more,

@@ -118,6 +118,7 @@ from staticgrad.nn.channel_dropout import dropout1d, dropout2d, dropout3d  # noq
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.ctc_loss import ctc_loss  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
+from staticgrad.nn.grid_sampling import affine_grid, grid_sample  # noqa: E402
 from staticgrad.nn.group_norm import group_norm  # noqa: E402
 from staticgrad.nn.instance_norm import instance_norm  # noqa: E402
 from staticgrad.nn.layers_more import bilinear, embedding_bag, rrelu, rrelu_  # noqa: E402

@@ -1,0 +1,175 @@
+"""grid_sample on 4-D input (PyTorch's ``grid_sampler_2d``, node ``GridSampler2DBackward0``):
+each output location reads the input at the (x, y) its grid entry gives, in [-1, 1] across the
+input, bilinearly or from the nearest pixel, with zeros, border or reflection padding outside.
+
+The arithmetic follows PyTorch's CPU kernel: the coordinate is unnormalized as
+``(g + 1) * scale`` (minus 1/2 without align_corners), reflected and clipped as it does, the four
+corner weights are products of the distances to the cell's sides, and the grid's gradient is
+``((ne - nw) * s + (se - sw) * n) * grad`` (x) and ``((sw - nw) * e + (se - ne) * w) * grad`` (y)
+summed over channels, times the coordinate's derivative. One backward op returns both gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from staticgrad.ops.registry import OpDef, Save, register
+
+BILINEAR, NEAREST, BICUBIC = 0, 1, 2
+ZEROS, BORDER, REFLECTION = 0, 1, 2
+
+
+def _source_coordinates(coord, size: int, padding: int, align_corners: bool):
+    """(pixel coordinate, its derivative by the normalized coordinate) along one axis."""
+    dtype = coord.dtype
+    scale = dtype.type((size - 1) / 2 if align_corners else size / 2)
+    x = (coord + dtype.type(1)) * scale
+    if not align_corners:
+        x = x - dtype.type(0.5)
+    grad = np.full(coord.shape, scale, dtype)
+    if padding == BORDER:
+        x, inside = _clip(x, size)
+        grad = grad * inside
+    elif padding == REFLECTION:
+        x, sign = _reflect(x, size, align_corners)
+        x, inside = _clip(x, size)
+        grad = grad * sign * inside
+    return x, grad
+
+
+def _clip(x, size: int):
+    """x clipped to [0, size - 1], and 1 where it was strictly inside (PyTorch: borders are out)."""
+    top = x.dtype.type(size - 1)
+    low = np.maximum(x, x.dtype.type(0))
+    clipped = np.minimum(low, top)
+    return clipped, ((low != 0) & (clipped != top)).astype(x.dtype)
+
+
+def _reflect(x, size: int, align_corners: bool):
+    """x reflected into the input's span (pixel centres with align_corners, else its edges), and
+    the sign of the derivative (+1 or -1)."""
+    dtype = x.dtype
+    twice_span = dtype.type(2 * (size - 1) if align_corners else 2 * size)
+    if twice_span == 0:
+        return np.zeros_like(x), np.zeros_like(x)
+    shifted = x if align_corners else x + dtype.type(0.5)
+    negative = shifted < 0
+    magnitude = np.abs(shifted)
+    extra = magnitude - np.trunc(magnitude / twice_span) * twice_span
+    reflected_extra = twice_span - extra
+    flip = extra > reflected_extra
+    result = np.where(flip, reflected_extra, extra)
+    if not align_corners:
+        result = result - dtype.type(0.5)
+    return result, np.where(flip ^ negative, dtype.type(-1), dtype.type(1))
+
+
+def _corner(input, n, y, x):
+    """input[n, :, y, x] at integer corners, zero where (y, x) is outside: (N, C, H_out, W_out)."""
+    height, width = input.shape[2:]
+    inside = (y >= 0) & (y < height) & (x >= 0) & (x < width)
+    values = input[n, :, np.clip(y, 0, height - 1), np.clip(x, 0, width - 1)]  # (N, H_out, W_out, C)
+    values = values * inside[..., None]
+    return np.moveaxis(values, -1, 1), inside
+
+
+def _prepare(input, grid, padding, align_corners):
+    height, width = input.shape[2:]
+    x, gx_mult = _source_coordinates(grid[..., 0], width, padding, align_corners)
+    y, gy_mult = _source_coordinates(grid[..., 1], height, padding, align_corners)
+    n = np.arange(input.shape[0]).reshape(-1, 1, 1)
+    return x, y, gx_mult, gy_mult, n
+
+
+def _bilinear_parts(x, y):
+    x_w, y_n = np.floor(x), np.floor(y)
+    w = x - x_w
+    e = x.dtype.type(1) - w
+    n_ = y - y_n
+    s = y.dtype.type(1) - n_
+    ix, iy = x_w.astype(np.int64), y_n.astype(np.int64)
+    return ix, iy, w, e, n_, s
+
+
+def _grid_sampler_2d(input, grid, out=None, interpolation_mode=BILINEAR, padding_mode=ZEROS, align_corners=False):
+    x, y, _, _, n = _prepare(input, grid, padding_mode, align_corners)
+    if interpolation_mode == NEAREST:
+        result, _ = _corner(input, n, np.rint(y).astype(np.int64), np.rint(x).astype(np.int64))
+    else:
+        ix, iy, w, e, n_, s = _bilinear_parts(x, y)
+        nw, _ = _corner(input, n, iy, ix)
+        ne, _ = _corner(input, n, iy, ix + 1)
+        sw, _ = _corner(input, n, iy + 1, ix)
+        se, _ = _corner(input, n, iy + 1, ix + 1)
+        weight = lambda a: a[:, None]  # noqa: E731  (per location, shared by the channels)
+        result = nw * weight(s * e) + ne * weight(s * w) + sw * weight(n_ * e) + se * weight(n_ * w)
+    result = result.astype(input.dtype, copy=False)
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
+
+
+def _scatter(grad_input, grad, n, y, x, weight):
+    """Add grad * weight into grad_input at the corners (y, x) that fall inside."""
+    height, width = grad_input.shape[2:]
+    inside = (y >= 0) & (y < height) & (x >= 0) & (x < width)
+    contribution = np.moveaxis(grad * weight[:, None], 1, -1)[inside]  # (points inside, C)
+    target = np.moveaxis(grad_input, 1, -1)  # (N, H, W, C) view
+    np.add.at(target, (np.broadcast_to(n, inside.shape)[inside], y[inside], x[inside]), contribution)
+
+
+def grid_sampler_2d_backward(grad, input, grid, out=None, interpolation_mode=BILINEAR, padding_mode=ZEROS,
+                             align_corners=False, needs=(True, True)):
+    """(gradient of input, gradient of grid) of grid_sampler_2d, those ``needs`` asks for (a tuple of
+    two when both, else the one array, written into ``out`` when given)."""
+    x, y, gx_mult, gy_mult, n = _prepare(input, grid, padding_mode, align_corners)
+    grad_input = np.zeros_like(input) if needs[0] else None
+    grad_grid = np.zeros_like(grid) if needs[1] else None
+    if interpolation_mode == NEAREST:
+        if needs[0]:
+            _scatter(grad_input, grad, n, np.rint(y).astype(np.int64), np.rint(x).astype(np.int64),
+                     np.ones_like(x))
+    else:
+        ix, iy, w, e, n_, s = _bilinear_parts(x, y)
+        corners = ((iy, ix, s * e), (iy, ix + 1, s * w), (iy + 1, ix, n_ * e), (iy + 1, ix + 1, n_ * w))
+        if needs[0]:
+            for cy, cx, weight in corners:
+                _scatter(grad_input, grad, n, cy, cx, weight)
+        if needs[1]:
+            nw, ne, sw, se = (_corner(input, n, cy, cx)[0] for cy, cx, _ in corners)
+            gx = (((ne - nw) * s[:, None] + (se - sw) * n_[:, None]) * grad).sum(1)
+            gy = (((sw - nw) * e[:, None] + (se - ne) * w[:, None]) * grad).sum(1)
+            grad_grid[..., 0] = gx * gx_mult
+            grad_grid[..., 1] = gy * gy_mult
+    results = [r for r, need in zip((grad_input, grad_grid), needs) if need]
+    if len(results) == 2:
+        return tuple(results)
+    if out is None:
+        return results[0]
+    np.copyto(out, results[0])
+    return out
+
+
+def _grid_sampler_formula(F, g, s, at, need):
+    needs = (bool(need[0]), bool(need[1]))
+    result = F.grid_sampler_2d_backward(g, s["input"], s["grid"], interpolation_mode=at["interpolation_mode"],
+                                        padding_mode=at["padding_mode"], align_corners=at["align_corners"],
+                                        needs=needs)
+    supplied = iter(result if type(result) is tuple else (result,))
+    return tuple(next(supplied) if n else None for n in needs)
+
+
+def _no_double_backward(F, g, s, at, need):
+    raise RuntimeError("staticgrad's grid_sample has no second derivative (PyTorch's GridSampler2DBackwardBackward0 "
+                       "is not built): differentiate grid_sample once, or build the sampling from gather and "
+                       "arithmetic if you need its second derivatives")
+
+
+_ATTRS = (Save("interpolation_mode", "attr:interpolation_mode", freed=False),
+          Save("padding_mode", "attr:padding_mode", freed=False),
+          Save("align_corners", "attr:align_corners", freed=False))
+
+register(OpDef("grid_sampler_2d", _grid_sampler_2d, "other", "GridSampler2DBackward0", _grid_sampler_formula,
+               (Save("input", 0), Save("grid", 1)) + _ATTRS, "same"))
+register(OpDef("grid_sampler_2d_backward", grid_sampler_2d_backward, "other", "GridSampler2DBackwardBackward0",
+               _no_double_backward, (), "same"))

@@ -87,6 +87,7 @@ from staticgrad.nn.padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
 from staticgrad.nn.parameter import Parameter
 from staticgrad.nn.parameter_containers import ParameterDict, ParameterList
 from staticgrad.nn.pooling import (
@@ -181,7 +182,9 @@ __all__ = [
     "MSELoss",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool1d",
     "MaxUnpool2d",
+    "MaxUnpool3d",
     "Mish",
     "Module",
     "ModuleDict",

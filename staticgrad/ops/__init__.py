@@ -68,6 +68,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     loss_margin,
     math_more,
     math_ops,
+    max_unpool,
     order_stats,
     packed_sequence,
     pooling_nd,

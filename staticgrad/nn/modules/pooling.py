@@ -23,7 +23,11 @@ from staticgrad.nn.pooling_more import (
     MaxPool3d,
 )
 
+from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
+
 __all__ += [
+    "MaxUnpool1d",
+    "MaxUnpool3d",
     "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",

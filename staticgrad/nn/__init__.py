@@ -87,6 +87,7 @@ from staticgrad.nn.padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from staticgrad.nn.alpha_dropout import AlphaDropout, FeatureAlphaDropout
 from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
 from staticgrad.nn.parameter import Parameter
 from staticgrad.nn.parameter_containers import ParameterDict, ParameterList
@@ -123,8 +124,10 @@ from staticgrad.nn.transformer_decoder import Transformer, TransformerDecoder, T
 from staticgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
+    "AlphaDropout",
     "CELU",
     "ELU",
+    "FeatureAlphaDropout",
     "GELU",
     "GLU",
     "GRU",

@@ -113,6 +113,7 @@ from staticgrad.nn.activations_more import (  # noqa: E402
     threshold,
     threshold_,
 )
+from staticgrad.nn.alpha_dropout import alpha_dropout, feature_alpha_dropout  # noqa: E402
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
 from staticgrad.nn.channel_dropout import dropout1d, dropout2d, dropout3d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402

@@ -55,6 +55,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     activations,
     activations_more,
     affine_grid,
+    alpha_dropout_noise,
     arith_more,
     bitwise,
     casts,

@@ -51,15 +51,15 @@ def test_grid_sample_on_integer_like_and_wide_grids():
     arrays = [rng.standard_normal((1, 1, 3, 3)), np.array([[[[-3.0, 2.5], [0.5, -0.5], [4.25, -2.0]]]])]
     for padding in ("zeros", "border", "reflection"):
         for align in (False, True):
-            compare(lambda lib, x, g: F(lib).grid_sample(x, g, padding_mode=padding, align_corners=align), arrays,
-                    atol=1e-12, rtol=1e-12)
+            compare(lambda lib, x, g, padding=padding, align=align: F(lib).grid_sample(
+                x, g, padding_mode=padding, align_corners=align), arrays, atol=1e-12, rtol=1e-12)
 
 
 def test_grid_sample_has_no_second_derivative_and_says_so():
     x = sg.tensor(rng.standard_normal((1, 1, 3, 3)), requires_grad=True)
     g = sg.tensor(_grid(1, 2, 3, 2), requires_grad=True)
     y = F(sg).grid_sample(x, g, align_corners=False)
-    grad_x, grad_g = sg.autograd.grad(y.pow(2).sum(), [x, g], create_graph=True)
+    _grad_x, grad_g = sg.autograd.grad(y.pow(2).sum(), [x, g], create_graph=True)
     assert grad_g.grad_fn.name() == "GridSampler2DBackwardBackward0"
     with pytest.raises(RuntimeError, match="no second derivative"):
         grad_g.sum().backward()

@@ -89,7 +89,7 @@ def test_compiled_training_step_replays_eager():
 
         def step(x):
             opt.zero_grad()
-            out, (h, c) = model["lstm"](x)
+            out, (_h, c) = model["lstm"](x)
             loss = model["head"](out).pow(2).mean() + c.pow(2).mean()
             loss.backward()
             opt.step()

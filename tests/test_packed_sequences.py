@@ -187,7 +187,7 @@ def test_node_names_of_packed_outputs_match_torch():
             out, h = module(U(lib).pack_padded_sequence(x, lib.tensor([2, 5, 3]), enforce_sorted=False))
             hs = h if isinstance(h, tuple) else (h,)
             row += [t.grad_fn.name() if lib is sg else type(t.grad_fn).__name__ for t in (out.data,) + hs]
-            sorted_out, sorted_h = module(U(lib).pack_padded_sequence(x, [5, 3, 2]))
+            _sorted_out, sorted_h = module(U(lib).pack_padded_sequence(x, [5, 3, 2]))
             first = sorted_h[0] if isinstance(sorted_h, tuple) else sorted_h
             row.append(first.grad_fn.name() if lib is sg else type(first.grad_fn).__name__)
         names.append(row)
@@ -218,7 +218,7 @@ def test_compiled_training_step_on_packed_batches_replays_eager():
         def step(x):
             opt.zero_grad()
             lengths = sg.tensor([2, 4, 3])  # a constant: the plan is for these lengths
-            out, (h, c) = model["lstm"](U(sg).pack_padded_sequence(x, lengths, enforce_sorted=False))
+            out, (h, _c) = model["lstm"](U(sg).pack_padded_sequence(x, lengths, enforce_sorted=False))
             padded, _ = U(sg).pad_packed_sequence(out)
             loss = model["head"](padded).pow(2).mean() + h.pow(2).mean()
             loss.backward()

@@ -51,7 +51,8 @@ class SavedBuffer:
         if self.freed:
             return f"{self.name}: {kind}, {self.nbytes} bytes, freed"
         if self.storage is None:
-            return f"{self.name}: {kind}, packed by a saved-tensor hook (0 bytes held; recomputed or restored in backward)"
+            return (f"{self.name}: {kind}, packed by a saved-tensor hook (0 bytes held; recomputed or restored in "
+                    "backward)")
         owner = "shared with a user tensor" if self.shared else "graph only"
         view = f" (a view of {self.storage_nbytes})" if self.storage_nbytes != self.nbytes else ""
         return f"{self.name}: {kind}, {self.nbytes} bytes{view}, held ({owner})"
@@ -291,7 +292,8 @@ def _collect(live):
                 elif value.is_packed and not isinstance(value.packed, Tensor):
                     node_rows.append((name, "packed", False, value.shape_dtype))
                 else:
-                    held = value.packed if value.is_packed else value.tensor if value.tensor is not None else value.array
+                    held = (value.packed if value.is_packed else value.tensor if value.tensor is not None
+                            else value.array)
                     data = held._data if value.is_packed else value.data
                     node_rows.append((name, "tensor", False,
                                       (add(held, -1), tuple(data.shape), data.dtype.name, int(data.nbytes))))

@@ -19,6 +19,7 @@ from staticgrad.nn.activations import (
     Softsign,
 )
 from staticgrad.nn.activations_more import Hardshrink, PReLU, Softmax2d, Softmin, Softshrink, Tanhshrink, Threshold
+from staticgrad.nn.alpha_dropout import AlphaDropout, FeatureAlphaDropout
 from staticgrad.nn.attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from staticgrad.nn.channel_dropout import Dropout1d, Dropout2d, Dropout3d
@@ -68,6 +69,7 @@ from staticgrad.nn.margin_losses import (
     TripletMarginLoss,
     TripletMarginWithDistanceLoss,
 )
+from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
 from staticgrad.nn.padding import (
@@ -87,8 +89,6 @@ from staticgrad.nn.padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
-from staticgrad.nn.alpha_dropout import AlphaDropout, FeatureAlphaDropout
-from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
 from staticgrad.nn.parameter import Parameter
 from staticgrad.nn.parameter_containers import ParameterDict, ParameterList
 from staticgrad.nn.pooling import (
@@ -124,10 +124,8 @@ from staticgrad.nn.transformer_decoder import Transformer, TransformerDecoder, T
 from staticgrad.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
-    "AlphaDropout",
     "CELU",
     "ELU",
-    "FeatureAlphaDropout",
     "GELU",
     "GLU",
     "GRU",
@@ -136,6 +134,7 @@ __all__ = [
     "SELU",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AlphaDropout",
     "AvgPool1d",
     "AvgPool2d",
     "BCELoss",
@@ -162,6 +161,7 @@ __all__ = [
     "Dropout2d",
     "Dropout3d",
     "Embedding",
+    "FeatureAlphaDropout",
     "Flatten",
     "GRUCell",
     "GroupNorm",

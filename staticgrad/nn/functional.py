@@ -124,7 +124,6 @@ from staticgrad.nn.group_norm import group_norm  # noqa: E402
 from staticgrad.nn.instance_norm import instance_norm  # noqa: E402
 from staticgrad.nn.layers_more import bilinear, embedding_bag, rrelu, rrelu_  # noqa: E402
 from staticgrad.nn.local_response_norm import local_response_norm  # noqa: E402
-from staticgrad.nn.max_unpool import max_unpool1d, max_unpool3d  # noqa: E402
 from staticgrad.nn.loss import cross_entropy, nll_loss  # noqa: E402
 from staticgrad.nn.loss_more import (  # noqa: E402
     binary_cross_entropy,
@@ -149,6 +148,7 @@ from staticgrad.nn.margin_losses import (  # noqa: E402
     triplet_margin_loss,
     triplet_margin_with_distance_loss,
 )
+from staticgrad.nn.max_unpool import max_unpool1d, max_unpool3d  # noqa: E402
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
 from staticgrad.nn.pooling import (  # noqa: E402
     adaptive_avg_pool1d,

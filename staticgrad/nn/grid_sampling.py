@@ -57,7 +57,8 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         raise NotImplementedError(f"staticgrad's grid_sample has no {what}: it samples 4-D input bilinearly or "
                                   "from the nearest pixel")
     attrs = {"interpolation_mode": ("bilinear", "nearest").index(mode),
-             "padding_mode": ("zeros", "border", "reflection").index(padding_mode), "align_corners": bool(align_corners)}
+             "padding_mode": ("zeros", "border", "reflection").index(padding_mode),
+             "align_corners": bool(align_corners)}
     return dispatch(OPS["grid_sampler_2d"], (input, grid), attrs)
 
 

@@ -100,8 +100,9 @@ def _grid_sampler_2d(input, grid, out=None, interpolation_mode=BILINEAR, padding
         ne, _ = _corner(input, n, iy, ix + 1)
         sw, _ = _corner(input, n, iy + 1, ix)
         se, _ = _corner(input, n, iy + 1, ix + 1)
-        weight = lambda a: a[:, None]  # noqa: E731  (per location, shared by the channels)
-        result = nw * weight(s * e) + ne * weight(s * w) + sw * weight(n_ * e) + se * weight(n_ * w)
+        # each weight is per location, shared by the channels
+        result = (nw * (s * e)[:, None] + ne * (s * w)[:, None] + sw * (n_ * e)[:, None]
+                  + se * (n_ * w)[:, None])
     result = result.astype(input.dtype, copy=False)
     if out is None:
         return result

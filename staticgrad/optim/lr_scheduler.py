@@ -708,4 +708,5 @@ class ChainedScheduler(LRScheduler):
     state_dict = _state_with_members
     load_state_dict = _load_with_members
 
-from staticgrad.optim.cyclic_lr import CyclicLR  # noqa: E402  (its own module: it builds on LRScheduler above)
+
+from staticgrad.optim.cyclic_lr import CyclicLR  # noqa: E402, F401  (its own module, built on LRScheduler above)

@@ -130,8 +130,8 @@ class _CheckpointFrame:
 
         def collect(tensor):
             if len(collected) >= expected:
-                raise CheckpointError("staticgrad.utils.checkpoint: trying to save more tensors during recomputation than "
-                                      "during the original forward pass.\n" + _DEBUG_TIP)
+                raise CheckpointError("staticgrad.utils.checkpoint: trying to save more tensors during recomputation "
+                                      "than during the original forward pass.\n" + _DEBUG_TIP)
             collected.append(tensor.detach() if tensor.requires_grad else tensor)
             if self.early_stop and len(collected) == expected:
                 raise _StopRecomputation
@@ -162,8 +162,8 @@ class _CheckpointFrame:
                 different += (f"tensor at position {k}:\nsaved metadata: {{'shape': {shape}, 'dtype': {dtype}}}\n"
                               f"recomputed metadata: {{'shape': {tuple(tensor.shape)}, 'dtype': {tensor.dtype}}}\n")
         if different:
-            raise CheckpointError("staticgrad.utils.checkpoint: Recomputed values for the following tensors have different "
-                                  f"metadata than during the forward pass.\n{different}.\n" + _DEBUG_TIP)
+            raise CheckpointError("staticgrad.utils.checkpoint: Recomputed values for the following tensors have "
+                                  f"different metadata than during the forward pass.\n{different}.\n" + _DEBUG_TIP)
 
 
 def _checkpoint_without_reentrant(function, preserve: bool, determinism_check: str, early_stop: bool, args,
@@ -203,9 +203,9 @@ class CheckpointFunction(Function):
     @staticmethod
     def backward(ctx, *grads):
         if not is_checkpoint_valid():
-            raise RuntimeError("When use_reentrant=True, staticgrad.utils.checkpoint is incompatible with .grad() or passing "
-                               "an `inputs` parameter to .backward(). To resolve this error, you can either set "
-                               "use_reentrant=False, or call .backward() without passing the `inputs` argument.")
+            raise RuntimeError("When use_reentrant=True, staticgrad.utils.checkpoint is incompatible with .grad() or "
+                               "passing an `inputs` parameter to .backward(). To resolve this error, you can either "
+                               "set use_reentrant=False, or call .backward() without passing the `inputs` argument.")
         inputs = list(ctx.inputs)
         for index, tensor in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[index] = tensor
@@ -229,8 +229,8 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=no
                determinism_check: str = "default", debug: bool = False, early_stop: bool = True, **kwargs):
     """``function(*args, **kwargs)`` without keeping its activations for backward (recomputed there)."""
     if use_reentrant is None:
-        warnings.warn("staticgrad.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting in "
-                      "PyTorch 2.9, calling checkpoint without use_reentrant will raise an exception. "
+        warnings.warn("staticgrad.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting "
+                      "in PyTorch 2.9, calling checkpoint without use_reentrant will raise an exception. "
                       "use_reentrant=False is recommended, but if you need to preserve the current default behavior, "
                       "you can pass use_reentrant=True. Refer to docs for more details on the differences between "
                       "the two variants.", stacklevel=2)

@@ -11,8 +11,8 @@ import math
 import types
 from functools import partial
 
-from staticgrad.optim.lr_scheduler import LRScheduler, _per_group
 from staticgrad.optim.optimizer import Optimizer
+from staticgrad.optim.scheduler_base import LRScheduler, _per_group
 
 
 class CyclicLR(LRScheduler):

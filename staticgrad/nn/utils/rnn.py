@@ -17,7 +17,8 @@ import numpy as np
 from staticgrad._eager.creation import full, tensor
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.tensor import Tensor, _read_guard
-from staticgrad.ops import OPS
+from staticgrad._state import Tracing
+from staticgrad.ops import OPS, dtypes
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pack_sequence", "pad_packed_sequence",
            "pad_sequence", "unpack_sequence", "unpad_sequence"]
@@ -91,9 +92,7 @@ class PackedSequence(PackedSequence_):
 
 
 def _dtype(name: str):
-    import staticgrad  # here: the dtype objects live on the package, which imports this module
-
-    return getattr(staticgrad, name)
+    return getattr(dtypes, name)
 
 
 def _int64(values) -> Tensor:
@@ -142,8 +141,6 @@ def pack_padded_sequence(input, lengths, batch_first: bool = False, enforce_sort
     """Pack a padded batch (T, B, *) (or (B, T, *) with batch_first) of sequences of ``lengths``;
     with enforce_sorted=False the batch is sorted by decreasing length first (and unsorted on unpacking)."""
     if not isinstance(lengths, Tensor):
-        from staticgrad._state import Tracing
-
         if Tracing.tracer is not None:
             warnings.warn("pack_padded_sequence has been called with a Python list of sequence lengths. The tracer "
                           "cannot track the data flow of Python values, and it will treat them as constants, likely "

@@ -68,12 +68,13 @@ def test_non_reentrant_holds_no_activations():
 def test_checkpointed_model_keeps_only_its_input():
     sg.manual_seed(0)
     model = sg.nn.Sequential(sg.nn.Linear(32, 64), sg.nn.Tanh(), sg.nn.Linear(64, 64), sg.nn.Tanh())
-    x = sg.randn(16, 32)
+    x = sg.randn(16, 32, requires_grad=True)
     plain = graph(model(x)).graph_only_bytes
     checkpointed = graph(sg.utils.checkpoint.checkpoint(model, x, use_reentrant=False))
     assert plain >= 16 * 64 * 4 and checkpointed.held_bytes == 0
     reentrant = graph(sg.utils.checkpoint.checkpoint(model, x, use_reentrant=True))
-    assert reentrant.graph_only_bytes == 0  # it holds the input, which the user holds too
+    assert [n.name for n in reentrant.nodes] == ["CheckpointFunctionBackward", "AccumulateGrad"]
+    assert reentrant.held_bytes == 16 * 32 * 4 and reentrant.graph_only_bytes == 0  # the input, the user's too
 
 
 @pytest.mark.parametrize("reentrant", [False, True])
@@ -159,6 +160,17 @@ def test_use_reentrant_unspecified_warns_and_runs_reentrant():
         assert len(messages) == 1 and "use_reentrant=False is recommended" in messages[0]
         assert type(y.grad_fn).__name__ == "CheckpointFunctionBackward" or y.grad_fn.name() == \
             "CheckpointFunctionBackward"
+
+
+def test_reentrant_without_an_input_that_requires_grad_warns_like_torch():
+    outputs = []
+    for lib in (torch, sg):
+        lib.manual_seed(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = lib.utils.checkpoint.checkpoint(lib.nn.Linear(3, 1), lib.ones(2, 3), use_reentrant=True)
+        outputs.append(([str(c.message) for c in caught], y.requires_grad))
+    assert outputs[0] == outputs[1] == (["None of the inputs have requires_grad=True. Gradients will be None"], False)
 
 
 def test_reentrant_errors_match_torch():
@@ -283,3 +295,36 @@ def test_compiled_checkpoint_with_dropout_refuses_to_replay():
     (_, _), (_, compiled) = _twin_steps(block_of)
     with pytest.raises(sg.errors.TraceError, match="draws random numbers"):
         compiled(sg.tensor(rng.standard_normal((5, 6)).astype(np.float32)))
+
+
+def test_nested_checkpoints_match_torch():
+    grads = []
+    for lib in (torch, sg):
+        x, w = _leaves(lib)
+
+        def inner(a, w=w):
+            return (a @ w).tanh()
+
+        def outer(a, lib=lib, inner=inner):
+            return lib.utils.checkpoint.checkpoint(inner, a * 2, use_reentrant=False).sin() * a
+
+        y = lib.utils.checkpoint.checkpoint(outer, x, use_reentrant=False)
+        (y ** 2).sum().backward()
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    for s, t in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(s, t, rtol=1e-12, atol=1e-12)
+
+
+def test_compiled_step_with_reentrant_checkpoint_replays_eager_bit_for_bit():
+    def block_of(model):
+        inner = sg.nn.Sequential(*list(model)[:4])
+        return lambda x: sg.utils.checkpoint.checkpoint(inner, x * 1.0 + 0.0 * model[0].bias.sum(),
+                                                        use_reentrant=True)
+
+    (m_eager, eager), (m_comp, compiled) = _twin_steps(block_of)
+    for call in range(4):
+        x = sg.tensor(rng.standard_normal((5, 6)).astype(np.float32))
+        same_bits(compiled(x).detach().numpy(), eager(x).detach().numpy(), f"loss of call {call}")
+        for a, b in zip(m_comp.parameters(), m_eager.parameters()):
+            same_bits(a.detach().numpy(), b.detach().numpy(), f"parameter after call {call}")
+    assert compiled.stats.replays >= 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import weakref
 
-from staticgrad._eager.saved_hooks import SavedHooks
+from staticgrad._eager.saved_hooks import AnyHooks, SavedHooks
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.errors import BACKWARD_TWICE, modified_inplace_message
@@ -63,7 +63,7 @@ class SavedTensor:
             self.array = None
             self.output_nr = 0
         self.unpack_hook = None
-        if SavedHooks.stack:
+        if AnyHooks.open and SavedHooks.stack:
             self._pack(tensor, *SavedHooks.stack[-1])
 
     def _pack(self, tensor, pack_hook, unpack_hook) -> None:

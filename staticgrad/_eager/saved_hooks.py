@@ -17,6 +17,14 @@ class _SavedHooks(threading.local):
 
 
 SavedHooks = _SavedHooks()
+_count_lock = threading.Lock()
+
+
+class AnyHooks:
+    """How many saved-tensor hook contexts are open in all threads: a plain class attribute, which
+    saving a tensor (a hot path) reads before it looks at its own thread's stack."""
+
+    open = 0
 
 
 class saved_tensors_hooks:
@@ -31,10 +39,14 @@ class saved_tensors_hooks:
         if SavedHooks.disabled is not None:
             raise RuntimeError(SavedHooks.disabled)
         SavedHooks.stack = SavedHooks.stack + ((self.pack_hook, self.unpack_hook),)
+        with _count_lock:
+            AnyHooks.open += 1
         return self
 
     def __exit__(self, *exc):
         SavedHooks.stack = SavedHooks.stack[:-1]
+        with _count_lock:
+            AnyHooks.open -= 1
         return False
 
 

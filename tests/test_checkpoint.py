@@ -328,3 +328,31 @@ def test_compiled_step_with_reentrant_checkpoint_replays_eager_bit_for_bit():
         for a, b in zip(m_comp.parameters(), m_eager.parameters()):
             same_bits(a.detach().numpy(), b.detach().numpy(), f"parameter after call {call}")
     assert compiled.stats.replays >= 2
+
+
+def test_compiled_model_with_a_checkpointed_block_trains_as_eager():
+    class Model(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = sg.nn.Linear(6, 8), sg.nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.b(sg.utils.checkpoint.checkpoint(lambda t: self.a(t).tanh(), x, use_reentrant=False))
+
+    runs = []
+    for compiled in (False, True):
+        sg.manual_seed(0)
+        model = Model()
+        forward = sg.compile(model) if compiled else model
+        opt = sg.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for i in range(4):
+            x = sg.tensor(np.random.default_rng(i).standard_normal((5, 6)).astype(np.float32))
+            opt.zero_grad()
+            loss = forward(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach().numpy())
+        runs.append((losses, [p.detach().numpy() for p in model.parameters()]))
+    for (a, b) in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1]):
+        same_bits(b, a, "loss or parameter")

@@ -1,4 +1,4 @@
-"""F.grid_sample (4-D input; bilinear and nearest; zeros, border and reflection padding;
+"""F.grid_sample (4-D and 5-D input; bilinear and nearest; zeros, border and reflection padding;
 align_corners) and F.affine_grid (2-D and 3-D) against PyTorch: values and gradients of input,
 grid and theta in float64 and float32, node names, finite differences, errors and warnings, and
 traced-and-replayed steps bit for bit equal to eager."""
@@ -38,6 +38,30 @@ def test_grid_sample_matches_torch(mode, padding, align):
     arrays = [rng.standard_normal((2, 3, 4, 5)), _grid(2, 3, 6, 2)]
     compare(run, arrays, atol=1e-12, rtol=1e-12)
     compare(run, [a.astype(np.float32) for a in arrays], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode,padding,align", MODES, ids=["-".join(map(str, m)) for m in MODES])
+def test_volumetric_grid_sample_matches_torch(mode, padding, align):
+    def run(lib, x, g):
+        return F(lib).grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+    grid = rng.uniform(-1.3, 1.3, (2, 2, 3, 2, 3))
+    grid[0, 0, 0, :2] = [[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]]
+    arrays = [rng.standard_normal((2, 3, 3, 4, 5)), grid]
+    compare(run, arrays, atol=1e-12, rtol=1e-12)
+    compare(run, [a.astype(np.float32) for a in arrays], atol=1e-5, rtol=1e-5)
+
+
+def test_volumetric_grid_sample_gradients_match_finite_differences():
+    grid = rng.uniform(-0.9, 0.9, (1, 2, 1, 2, 3))
+    finite_difference_check(lambda x, g: F(sg).grid_sample(x, g, padding_mode="reflection", align_corners=True),
+                            [rng.standard_normal((1, 2, 2, 3, 3)), grid])
+
+
+def test_volumetric_spatial_transformer_replays_eager_bit_for_bit():
+    theta = sg.tensor((np.eye(3, 4)[None] + 0.1 * rng.standard_normal((2, 3, 4))).astype(np.float32))
+    replay_matches_eager(lambda a, b: F(sg).grid_sample(
+        a, F(sg).affine_grid(theta + b.mean() * 0.0, (2, 3, 2, 3, 4), align_corners=False) + b * 0.1,
+        align_corners=False), lambda r: (r.standard_normal((2, 3, 2, 3, 4)), r.standard_normal((2, 2, 3, 4, 3))))
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
@@ -105,6 +129,8 @@ ERRORS = [
     ("batch", lambda lib: F(lib).grid_sample(lib.zeros(2, 1, 2, 2), lib.zeros(1, 2, 2, 2), align_corners=False)),
     ("last_dim", lambda lib: F(lib).grid_sample(lib.zeros(1, 1, 2, 2), lib.zeros(1, 2, 2, 3), align_corners=False)),
     ("empty", lambda lib: F(lib).grid_sample(lib.zeros(1, 1, 0, 2), lib.zeros(1, 2, 2, 2), align_corners=False)),
+    ("bicubic_5d", lambda lib: F(lib).grid_sample(lib.zeros(1, 1, 2, 2, 2), lib.zeros(1, 2, 2, 2, 3), mode="bicubic",
+                                                  align_corners=False)),
     ("input_rank", lambda lib: F(lib).grid_sample(lib.zeros(2, 1, 2, 2), lib.zeros(1, 2, 3), align_corners=False)),
     ("theta_shape", lambda lib: F(lib).affine_grid(lib.zeros(2, 3, 3), (2, 1, 3, 4), align_corners=False)),
     ("theta_shape_3d", lambda lib: F(lib).affine_grid(lib.zeros(2, 2, 3), [2, 1, 3, 4, 5], align_corners=False)),
@@ -153,3 +179,14 @@ def test_grid_sample_with_both_gradients_replays_eager_bit_for_bit():
                          lambda r: (r.standard_normal((2, 3, 4, 5)), r.uniform(-1.1, 1.1, (2, 3, 4, 2))))
     replay_matches_eager(lambda a, b: F(sg).grid_sample(b, a * 0.3, padding_mode="border", align_corners=False),
                          lambda r: (r.uniform(-1.1, 1.1, (2, 3, 4, 2)), r.standard_normal((2, 3, 4, 5))))
+
+
+def test_volumetric_grid_gradient_and_spatial_transformer():
+    replay_matches_eager(lambda a, b: F(sg).grid_sample(b, a * 0.3 + b.mean() * 0.0, padding_mode="border",
+                                                        align_corners=True),
+                         lambda r: (r.uniform(-1.1, 1.1, (2, 2, 3, 2, 3)), r.standard_normal((2, 3, 3, 4, 2))))
+
+    def run(lib, x, t):
+        grid = F(lib).affine_grid(t, tuple(x.shape), align_corners=True)
+        return F(lib).grid_sample(x, grid, padding_mode="reflection", align_corners=True)
+    compare(run, [rng.standard_normal((2, 2, 3, 4, 3)), _theta(2, 3, 4) * 0.5], atol=1e-12, rtol=1e-12)

@@ -1,6 +1,6 @@
 """F.affine_grid and F.grid_sample (spatial transformer networks) with PyTorch's checks, warnings
-and errors, over the ops ``affine_grid_generator`` (2-D and 3-D) and ``grid_sampler_2d`` (4-D input;
-bilinear or nearest; zeros, border or reflection padding)."""
+and errors, over the ops ``affine_grid_generator`` (2-D and 3-D) and ``grid_sampler_2d`` /
+``grid_sampler_3d`` (4-D or 5-D input; bilinear or nearest; zeros, border or reflection padding)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def _check_grid_sampler(input, grid) -> None:
 
 
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros", align_corners=None):
-    """Sample ``input`` (N, C, H, W) at the grid's (N, H_out, W_out, 2) normalized (x, y) locations."""
+    """Sample ``input`` (N, C, H, W) at the grid's (N, H_out, W_out, 2) normalized (x, y) locations, or
+    (N, C, D, H, W) at (N, D_out, H_out, W_out, 3) (x, y, z) locations."""
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', but "
                          f"got: '{mode}'")
@@ -52,14 +53,16 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         warnings.warn(_ALIGN_CORNERS_WARNING, stacklevel=2)
         align_corners = False
     _check_grid_sampler(input, grid)
-    if mode == "bicubic" or input.dim() == 5:
-        what = "bicubic interpolation" if mode == "bicubic" else "5-D (volumetric) input"
-        raise NotImplementedError(f"staticgrad's grid_sample has no {what}: it samples 4-D input bilinearly or "
-                                  "from the nearest pixel")
+    if mode == "bicubic":
+        if input.dim() == 5:
+            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+        raise NotImplementedError("staticgrad's grid_sample has no bicubic interpolation: use mode='bilinear' or "
+                                  "mode='nearest'")
     attrs = {"interpolation_mode": ("bilinear", "nearest").index(mode),
              "padding_mode": ("zeros", "border", "reflection").index(padding_mode),
              "align_corners": bool(align_corners)}
-    return dispatch(OPS["grid_sampler_2d"], (input, grid), attrs)
+    op = OPS["grid_sampler_2d"] if input.dim() == 4 else OPS["grid_sampler_3d"]
+    return dispatch(op, (input, grid), attrs)
 
 
 def affine_grid(theta, size, align_corners=None):

@@ -65,6 +65,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     distances,
     embedding_more,
     grid_sample,
+    grid_sample_3d,
     group_norm,
     loss_margin,
     math_more,

@@ -79,14 +79,66 @@ def test_grid_sample_on_integer_like_and_wide_grids():
                 x, g, padding_mode=padding, align_corners=align), arrays, atol=1e-12, rtol=1e-12)
 
 
-def test_grid_sample_has_no_second_derivative_and_says_so():
+@pytest.mark.parametrize("mode,padding,align", MODES, ids=["-".join(map(str, m)) for m in MODES])
+def test_second_derivatives_match_torch(mode, padding, align):
+    """d/d(input, grid, grad_output) of <v, grad_input> + <u, grad_grid>, the grads taken with a grad_output
+    that requires grad (PyTorch's GridSampler2DBackwardBackward0)."""
+    arrays = [rng.standard_normal((2, 3, 4, 5)), _grid(2, 3, 4, 2), rng.standard_normal((2, 3, 3, 4))]
+    weights = [rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 4, 2))]
+    results = []
+    for lib in (torch, sg):
+        x, g, go = (lib.tensor(a, requires_grad=True) for a in arrays)
+        y = F(lib).grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+        grad_x, grad_g = lib.autograd.grad(y, [x, g], go, create_graph=True)
+        loss = (grad_x * lib.tensor(weights[0])).sum() + (grad_g * lib.tensor(weights[1])).sum()
+        second = lib.autograd.grad(loss, [x, g, go], allow_unused=True, materialize_grads=True)
+        results.append(([t.detach().numpy() for t in second],
+                        grad_g.grad_fn.name() if lib is sg else type(grad_g.grad_fn).__name__))
+    for mine, theirs in zip(results[1][0], results[0][0]):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)
+    assert results[1][1] == results[0][1] == "GridSampler2DBackwardBackward0"
+
+
+@pytest.mark.parametrize("wanted", [(0,), (1,), (0, 1)])
+def test_second_derivative_of_one_gradient_matches_finite_differences(wanted):
+    go = sg.tensor(rng.standard_normal((1, 2, 2, 3)))
+    arrays = [rng.standard_normal((1, 2, 3, 4)), rng.uniform(-0.9, 0.9, (1, 2, 3, 2))]
+
+    def first(x, g, create_graph=False):
+        grads = sg.autograd.grad(F(sg).grid_sample(x, g, padding_mode="border", align_corners=False), [x, g], go,
+                                 create_graph=create_graph)
+        return sum((grads[k] * (k + 1.5)).sum() for k in wanted)
+
+    leaves = [sg.tensor(a, requires_grad=True) for a in arrays]
+    analytic = sg.autograd.grad(first(*leaves, create_graph=True), leaves, allow_unused=True, materialize_grads=True)
+    eps = 1e-6
+    for i, array in enumerate(arrays):
+        numeric = np.zeros_like(array)
+        for idx in np.ndindex(array.shape):
+            values = []
+            for step in (eps, -eps):
+                moved = [a.copy() for a in arrays]
+                moved[i][idx] += step
+                values.append(float(first(*(sg.tensor(a, requires_grad=True) for a in moved)).item()))
+            numeric[idx] = (values[0] - values[1]) / (2 * eps)
+        np.testing.assert_allclose(analytic[i].numpy(), numeric, atol=1e-5, rtol=1e-4, err_msg=f"input {i}")
+
+
+def test_gradient_penalty_step_replays_eager_bit_for_bit():
+    def penalty(a, b):
+        y = F(sg).grid_sample(a, b, padding_mode="reflection", align_corners=True)
+        (grad,) = sg.autograd.grad(y.pow(2).sum(), [a], create_graph=True)
+        return grad
+    replay_matches_eager(penalty, lambda r: (r.standard_normal((2, 3, 4, 5)), r.uniform(-1.1, 1.1, (2, 3, 4, 2))))
+
+
+def test_third_derivative_is_refused():
     x = sg.tensor(rng.standard_normal((1, 1, 3, 3)), requires_grad=True)
     g = sg.tensor(_grid(1, 2, 3, 2), requires_grad=True)
-    y = F(sg).grid_sample(x, g, align_corners=False)
-    _grad_x, grad_g = sg.autograd.grad(y.pow(2).sum(), [x, g], create_graph=True)
-    assert grad_g.grad_fn.name() == "GridSampler2DBackwardBackward0"
-    with pytest.raises(RuntimeError, match="no second derivative"):
-        grad_g.sum().backward()
+    (grad_g,) = sg.autograd.grad(F(sg).grid_sample(x, g, align_corners=False).pow(2).sum(), [g], create_graph=True)
+    (second,) = sg.autograd.grad(grad_g.pow(2).sum(), [g], create_graph=True)
+    with pytest.raises(RuntimeError, match="no third derivative"):
+        second.sum().backward()
 
 
 def _theta(*shape):
@@ -190,3 +242,19 @@ def test_volumetric_grid_gradient_and_spatial_transformer():
         grid = F(lib).affine_grid(t, tuple(x.shape), align_corners=True)
         return F(lib).grid_sample(x, grid, padding_mode="reflection", align_corners=True)
     compare(run, [rng.standard_normal((2, 2, 3, 4, 3)), _theta(2, 3, 4) * 0.5], atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["input", "grid"])
+def test_second_derivative_through_one_gradient_matches_torch(which):
+    arrays = [rng.standard_normal((1, 2, 3, 4)), _grid(1, 3, 3, 2), rng.standard_normal((1, 2, 3, 3))]
+    results = []
+    for lib in (torch, sg):
+        x = lib.tensor(arrays[0], requires_grad=which == "input")
+        g = lib.tensor(arrays[1], requires_grad=True)
+        go = lib.tensor(arrays[2], requires_grad=True)
+        y = F(lib).grid_sample(x if which == "input" else x * 1.0, g, align_corners=False)
+        (first,) = lib.autograd.grad(y, [x if which == "input" else g], go, create_graph=True)
+        second = lib.autograd.grad(first.pow(2).sum(), [g, go], allow_unused=True, materialize_grads=True)
+        results.append([t.detach().numpy() for t in second])
+    for mine, theirs in zip(results[1], results[0]):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)

@@ -6,7 +6,8 @@ The arithmetic follows PyTorch's CPU kernel: the coordinate is unnormalized as
 ``(g + 1) * scale`` (minus 1/2 without align_corners), reflected and clipped as it does, the four
 corner weights are products of the distances to the cell's sides, and the grid's gradient is
 ``((ne - nw) * s + (se - sw) * n) * grad`` (x) and ``((sw - nw) * e + (se - ne) * w) * grad`` (y)
-summed over channels, times the coordinate's derivative. One backward op returns both gradients."""
+summed over channels, times the coordinate's derivative. One backward op returns both gradients
+(registered with its own derivative in staticgrad.ops.grid_sample_grad)."""
 
 from __future__ import annotations
 
@@ -160,17 +161,9 @@ def _grid_sampler_formula(F, g, s, at, need):
     return tuple(next(supplied) if n else None for n in needs)
 
 
-def _no_double_backward(F, g, s, at, need):
-    raise RuntimeError("staticgrad's grid_sample has no second derivative (PyTorch's GridSampler2DBackwardBackward0 "
-                       "is not built): differentiate grid_sample once, or build the sampling from gather and "
-                       "arithmetic if you need its second derivatives")
-
-
 _ATTRS = (Save("interpolation_mode", "attr:interpolation_mode", freed=False),
           Save("padding_mode", "attr:padding_mode", freed=False),
           Save("align_corners", "attr:align_corners", freed=False))
 
 register(OpDef("grid_sampler_2d", _grid_sampler_2d, "other", "GridSampler2DBackward0", _grid_sampler_formula,
                (Save("input", 0), Save("grid", 1)) + _ATTRS, "same"))
-register(OpDef("grid_sampler_2d_backward", grid_sampler_2d_backward, "other", "GridSampler2DBackwardBackward0",
-               _no_double_backward, (), "same"))

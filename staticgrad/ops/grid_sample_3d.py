@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from staticgrad.ops.grid_sample import NEAREST, ZEROS, _no_double_backward, _source_coordinates
+from staticgrad.ops.grid_sample import NEAREST, ZEROS, _source_coordinates
 from staticgrad.ops.registry import OpDef, Save, register
 
 
@@ -124,5 +124,10 @@ register(OpDef("grid_sampler_3d", _grid_sampler_3d, "other", "GridSampler3DBackw
                (Save("input", 0), Save("grid", 1), Save("interpolation_mode", "attr:interpolation_mode", freed=False),
                 Save("padding_mode", "attr:padding_mode", freed=False),
                 Save("align_corners", "attr:align_corners", freed=False)), "same"))
+def _no_double_backward(F, g, s, at, need):
+    raise RuntimeError("staticgrad's grid_sample on 5-D input has no second derivative (PyTorch's "
+                       "GridSampler3DBackwardBackward0 is not built): differentiate it once")
+
+
 register(OpDef("grid_sampler_3d_backward", grid_sampler_3d_backward, "other", "GridSampler3DBackwardBackward0",
                _no_double_backward, (), "same"))

@@ -136,6 +136,22 @@ def test_early_stop_ends_the_recompute_at_the_last_saved_tensor():
             assert calls == expected, (lib.__name__, early_stop, calls)
 
 
+def test_set_checkpoint_early_stop_overrides_each_call_like_torch():
+    for lib in (torch, sg):
+        calls = []
+        x, _ = _leaves(lib)
+
+        def block(a, calls=calls):
+            y = a.sin()
+            calls.append("after")
+            return y
+
+        with lib.utils.checkpoint.set_checkpoint_early_stop(False):
+            y = lib.utils.checkpoint.checkpoint(block, x, use_reentrant=False, early_stop=True)
+        y.sum().backward()
+        assert calls == ["after", "after"], lib.__name__
+
+
 def test_recompute_that_saves_differently_raises_checkpoint_error():
     for lib in (torch, sg):
         x, _ = _leaves(lib)

@@ -123,3 +123,19 @@ def test_compiled_step_sees_each_new_lr_and_momentum_without_retracing(opt_name,
         assert np.array_equal(a.detach().numpy(), b.detach().numpy())
     assert compiled.stats.traces == traces_when_state_exists <= 2, compiled.stats
     assert compiled.stats.replays == 10 - compiled.stats.traces, compiled.stats
+
+
+def test_resuming_with_last_epoch_matches_torch():
+    kwargs = dict(base_lr=0.01, max_lr=0.1, step_size_up=3, mode="triangular2")
+    t_opt, t_sched, s_opt, s_sched = schedulers(kwargs, "SGD", dict(momentum=0.9))
+    for _ in range(5):
+        for opt, sched in ((t_opt, t_sched), (s_opt, s_sched)):
+            opt.step()
+            sched.step()
+    t_again = torch.optim.lr_scheduler.CyclicLR(t_opt, last_epoch=4, **kwargs)
+    s_again = sg.optim.lr_scheduler.CyclicLR(s_opt, last_epoch=4, **kwargs)
+    for _ in range(6):
+        assert s_again.get_last_lr() == t_again.get_last_lr() and momenta(s_opt) == momenta(t_opt)
+        for opt, sched in ((t_opt, t_again), (s_opt, s_again)):
+            opt.step()
+            sched.step()

@@ -28,7 +28,8 @@ from staticgrad._state import Tracing
 from staticgrad.autograd.function import Function
 from staticgrad.nn.layers import Sequential
 
-__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "detach_variable", "noop_context_fn"]
+__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "detach_variable", "noop_context_fn",
+           "set_checkpoint_early_stop"]
 
 # (PyTorch's messages end with a tip about its debug mode, which staticgrad does not have.)
 _DEBUG_TIP = ("\nThe checkpointed function must save the same tensors, in the same order, when backward runs it "
@@ -38,6 +39,24 @@ _DEBUG_TIP = ("\nThe checkpointed function must save the same tensors, in the sa
 class CheckpointError(RuntimeError):
     """The recomputation in backward did not save what the first run saved (a function whose
     work depends on something other than its inputs and the random state)."""
+
+
+class _EarlyStop:
+    """The early_stop that ``set_checkpoint_early_stop`` imposes on checkpoints run inside it (None: each
+    call's own)."""
+
+    forced: bool | None = None
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable: bool):
+    """Context manager: the non-reentrant checkpoints whose forward runs inside stop their recompute
+    early (``True``) or run the whole function again (``False``), whatever their ``early_stop``."""
+    previous, _EarlyStop.forced = _EarlyStop.forced, enable
+    try:
+        yield
+    finally:
+        _EarlyStop.forced = previous
 
 
 def noop_context_fn():
@@ -171,6 +190,8 @@ def _checkpoint_without_reentrant(function, preserve: bool, determinism_check: s
     if determinism_check not in ("default", "none"):
         raise ValueError("determinism_check should be one of ['default', 'none'], but got " + str(determinism_check))
     random_state = _RandomState() if preserve else None
+    if _EarlyStop.forced is not None:
+        early_stop = _EarlyStop.forced
     frame = _CheckpointFrame(function, args, kwargs, random_state, early_stop, determinism_check == "default")
     before = _draw_position() if preserve and Tracing.tracer is not None else None
     with saved_tensors_hooks(frame.pack, frame.unpack):

@@ -79,12 +79,18 @@ def test_grid_sample_on_integer_like_and_wide_grids():
                 x, g, padding_mode=padding, align_corners=align), arrays, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("volumetric", [False, True], ids=["4d", "5d"])
 @pytest.mark.parametrize("mode,padding,align", MODES, ids=["-".join(map(str, m)) for m in MODES])
-def test_second_derivatives_match_torch(mode, padding, align):
+def test_second_derivatives_match_torch(mode, padding, align, volumetric):
     """d/d(input, grid, grad_output) of <v, grad_input> + <u, grad_grid>, the grads taken with a grad_output
-    that requires grad (PyTorch's GridSampler2DBackwardBackward0)."""
-    arrays = [rng.standard_normal((2, 3, 4, 5)), _grid(2, 3, 4, 2), rng.standard_normal((2, 3, 3, 4))]
-    weights = [rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 4, 2))]
+    that requires grad (PyTorch's GridSampler2DBackwardBackward0 / GridSampler3DBackwardBackward0)."""
+    if volumetric:
+        shapes = [(2, 3, 3, 4, 5), (2, 2, 3, 2, 3), (2, 3, 2, 3, 2)]
+        arrays = [rng.standard_normal(shapes[0]), rng.uniform(-1.3, 1.3, shapes[1]), rng.standard_normal(shapes[2])]
+    else:
+        shapes = [(2, 3, 4, 5), (2, 3, 4, 2)]
+        arrays = [rng.standard_normal(shapes[0]), _grid(*shapes[1]), rng.standard_normal((2, 3, 3, 4))]
+    weights = [rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])]
     results = []
     for lib in (torch, sg):
         x, g, go = (lib.tensor(a, requires_grad=True) for a in arrays)
@@ -96,7 +102,7 @@ def test_second_derivatives_match_torch(mode, padding, align):
                         grad_g.grad_fn.name() if lib is sg else type(grad_g.grad_fn).__name__))
     for mine, theirs in zip(results[1][0], results[0][0]):
         np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)
-    assert results[1][1] == results[0][1] == "GridSampler2DBackwardBackward0"
+    assert results[1][1] == results[0][1] == f"GridSampler{3 if volumetric else 2}DBackwardBackward0"
 
 
 @pytest.mark.parametrize("wanted", [(0,), (1,), (0, 1)])

@@ -66,6 +66,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     embedding_more,
     grid_sample,
     grid_sample_3d,
+    grid_sample_3d_grad,
     grid_sample_grad,
     group_norm,
     loss_margin,

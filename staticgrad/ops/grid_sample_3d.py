@@ -2,7 +2,8 @@
 output location reads the (N, C, D, H, W) input at the (x, y, z) its grid entry gives, trilinearly
 or from the nearest voxel, with grid_sampler_2d's padding modes and coordinate rules
 (staticgrad.ops.grid_sample). A corner's weight is the product over the axes of the distance to the
-opposite side; its derivative along an axis replaces that factor by -1 or +1."""
+opposite side; its derivative along an axis replaces that factor by -1 or +1. The backward op is
+registered with its own derivative in staticgrad.ops.grid_sample_3d_grad."""
 
 from __future__ import annotations
 
@@ -124,10 +125,3 @@ register(OpDef("grid_sampler_3d", _grid_sampler_3d, "other", "GridSampler3DBackw
                (Save("input", 0), Save("grid", 1), Save("interpolation_mode", "attr:interpolation_mode", freed=False),
                 Save("padding_mode", "attr:padding_mode", freed=False),
                 Save("align_corners", "attr:align_corners", freed=False)), "same"))
-def _no_double_backward(F, g, s, at, need):
-    raise RuntimeError("staticgrad's grid_sample on 5-D input has no second derivative (PyTorch's "
-                       "GridSampler3DBackwardBackward0 is not built): differentiate it once")
-
-
-register(OpDef("grid_sampler_3d_backward", grid_sampler_3d_backward, "other", "GridSampler3DBackwardBackward0",
-               _no_double_backward, (), "same"))

@@ -1,5 +1,5 @@
-"""F.grid_sample (4-D and 5-D input; bilinear and nearest; zeros, border and reflection padding;
-align_corners) and F.affine_grid (2-D and 3-D) against PyTorch: values and gradients of input,
+"""F.grid_sample (4-D and 5-D input; bilinear, nearest and (4-D) bicubic; zeros, border and
+reflection padding; align_corners) and F.affine_grid (2-D and 3-D) against PyTorch: values and gradients of input,
 grid and theta in float64 and float32, node names, finite differences, errors and warnings, and
 traced-and-replayed steps bit for bit equal to eager."""
 
@@ -62,6 +62,34 @@ def test_volumetric_spatial_transformer_replays_eager_bit_for_bit():
     replay_matches_eager(lambda a, b: F(sg).grid_sample(
         a, F(sg).affine_grid(theta + b.mean() * 0.0, (2, 3, 2, 3, 4), align_corners=False) + b * 0.1,
         align_corners=False), lambda r: (r.standard_normal((2, 3, 2, 3, 4)), r.standard_normal((2, 2, 3, 4, 3))))
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_bicubic_grid_sample_matches_torch(padding, align):
+    def run(lib, x, g):
+        return F(lib).grid_sample(x, g, mode="bicubic", padding_mode=padding, align_corners=align)
+    arrays = [rng.standard_normal((2, 3, 4, 5)), _grid(2, 3, 4, 2, spread=1.4)]
+    compare(run, arrays, atol=1e-12, rtol=1e-12)
+    compare(run, [a.astype(np.float32) for a in arrays], atol=1e-5, rtol=1e-5)
+
+
+def test_bicubic_gradients_match_finite_differences_and_replay():
+    grid = rng.uniform(-0.9, 0.9, (1, 2, 3, 2))
+    finite_difference_check(lambda x, g: F(sg).grid_sample(x, g, mode="bicubic", padding_mode="border",
+                                                           align_corners=False),
+                            [rng.standard_normal((1, 2, 4, 4)), grid])
+    replay_matches_eager(lambda a, b: F(sg).grid_sample(a, b + a.mean() * 0.1, mode="bicubic", align_corners=True),
+                         lambda r: (r.standard_normal((2, 3, 4, 5)), r.uniform(-1.1, 1.1, (2, 3, 4, 2))))
+
+
+def test_bicubic_second_derivative_is_refused():
+    x = sg.tensor(rng.standard_normal((1, 1, 4, 4)), requires_grad=True)
+    g = sg.tensor(_grid(1, 2, 3, 2), requires_grad=True)
+    y = F(sg).grid_sample(x, g, mode="bicubic", align_corners=False)
+    (grad_g,) = sg.autograd.grad(y.pow(2).sum(), [g], create_graph=True)
+    with pytest.raises(RuntimeError, match="mode='bicubic' has no second derivative"):
+        grad_g.sum().backward()
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])

@@ -53,12 +53,9 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         warnings.warn(_ALIGN_CORNERS_WARNING, stacklevel=2)
         align_corners = False
     _check_grid_sampler(input, grid)
-    if mode == "bicubic":
-        if input.dim() == 5:
-            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-        raise NotImplementedError("staticgrad's grid_sample has no bicubic interpolation: use mode='bilinear' or "
-                                  "mode='nearest'")
-    attrs = {"interpolation_mode": ("bilinear", "nearest").index(mode),
+    if mode == "bicubic" and input.dim() == 5:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    attrs = {"interpolation_mode": ("bilinear", "nearest", "bicubic").index(mode),
              "padding_mode": ("zeros", "border", "reflection").index(padding_mode),
              "align_corners": bool(align_corners)}
     op = OPS["grid_sampler_2d"] if input.dim() == 4 else OPS["grid_sampler_3d"]

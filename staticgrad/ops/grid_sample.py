@@ -1,6 +1,7 @@
 """grid_sample on 4-D input (PyTorch's ``grid_sampler_2d``, node ``GridSampler2DBackward0``):
 each output location reads the input at the (x, y) its grid entry gives, in [-1, 1] across the
-input, bilinearly or from the nearest pixel, with zeros, border or reflection padding outside.
+input, bilinearly, from the nearest pixel or bicubically (staticgrad.ops.grid_sample_bicubic), with
+zeros, border or reflection padding outside (the coordinates: staticgrad.ops.grid_coordinates).
 
 The arithmetic follows PyTorch's CPU kernel: the coordinate is unnormalized as
 ``(g + 1) * scale`` (minus 1/2 without align_corners), reflected and clipped as it does, the four
@@ -13,55 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from staticgrad.ops.grid_coordinates import (  # noqa: F401  (the constants, for the other grid_sample modules)
+    BICUBIC,
+    BILINEAR,
+    BORDER,
+    NEAREST,
+    REFLECTION,
+    ZEROS,
+    _source_coordinates,
+)
+from staticgrad.ops.grid_sample_bicubic import bicubic_backward, bicubic_sample
 from staticgrad.ops.registry import OpDef, Save, register
-
-BILINEAR, NEAREST, BICUBIC = 0, 1, 2
-ZEROS, BORDER, REFLECTION = 0, 1, 2
-
-
-def _source_coordinates(coord, size: int, padding: int, align_corners: bool):
-    """(pixel coordinate, its derivative by the normalized coordinate) along one axis."""
-    dtype = coord.dtype
-    scale = dtype.type((size - 1) / 2 if align_corners else size / 2)
-    x = (coord + dtype.type(1)) * scale
-    if not align_corners:
-        x = x - dtype.type(0.5)
-    grad = np.full(coord.shape, scale, dtype)
-    if padding == BORDER:
-        x, inside = _clip(x, size)
-        grad = grad * inside
-    elif padding == REFLECTION:
-        x, sign = _reflect(x, size, align_corners)
-        x, inside = _clip(x, size)
-        grad = grad * sign * inside
-    return x, grad
-
-
-def _clip(x, size: int):
-    """x clipped to [0, size - 1], and 1 where it was strictly inside (PyTorch: borders are out)."""
-    top = x.dtype.type(size - 1)
-    low = np.maximum(x, x.dtype.type(0))
-    clipped = np.minimum(low, top)
-    return clipped, ((low != 0) & (clipped != top)).astype(x.dtype)
-
-
-def _reflect(x, size: int, align_corners: bool):
-    """x reflected into the input's span (pixel centres with align_corners, else its edges), and
-    the sign of the derivative (+1 or -1)."""
-    dtype = x.dtype
-    twice_span = dtype.type(2 * (size - 1) if align_corners else 2 * size)
-    if twice_span == 0:
-        return np.zeros_like(x), np.zeros_like(x)
-    shifted = x if align_corners else x + dtype.type(0.5)
-    negative = shifted < 0
-    magnitude = np.abs(shifted)
-    extra = magnitude - np.trunc(magnitude / twice_span) * twice_span
-    reflected_extra = twice_span - extra
-    flip = extra > reflected_extra
-    result = np.where(flip, reflected_extra, extra)
-    if not align_corners:
-        result = result - dtype.type(0.5)
-    return result, np.where(flip ^ negative, dtype.type(-1), dtype.type(1))
 
 
 def _corner(input, n, y, x):
@@ -93,7 +56,9 @@ def _bilinear_parts(x, y):
 
 def _grid_sampler_2d(input, grid, out=None, interpolation_mode=BILINEAR, padding_mode=ZEROS, align_corners=False):
     x, y, _, _, n = _prepare(input, grid, padding_mode, align_corners)
-    if interpolation_mode == NEAREST:
+    if interpolation_mode == BICUBIC:
+        result = bicubic_sample(input, grid, padding_mode, align_corners)
+    elif interpolation_mode == NEAREST:
         result, _ = _corner(input, n, np.rint(y).astype(np.int64), np.rint(x).astype(np.int64))
     else:
         ix, iy, w, e, n_, s = _bilinear_parts(x, y)
@@ -127,7 +92,9 @@ def grid_sampler_2d_backward(grad, input, grid, out=None, interpolation_mode=BIL
     x, y, gx_mult, gy_mult, n = _prepare(input, grid, padding_mode, align_corners)
     grad_input = np.zeros_like(input) if needs[0] else None
     grad_grid = np.zeros_like(grid) if needs[1] else None
-    if interpolation_mode == NEAREST:
+    if interpolation_mode == BICUBIC:
+        grad_input, grad_grid = bicubic_backward(grad, input, grid, padding_mode, align_corners, needs, _scatter)
+    elif interpolation_mode == NEAREST:
         if needs[0]:
             _scatter(grad_input, grad, n, np.rint(y).astype(np.int64), np.rint(x).astype(np.int64),
                      np.ones_like(x))

@@ -17,6 +17,7 @@ import numpy as np
 
 from staticgrad.ops.grid_sample import (
     _ATTRS,
+    BICUBIC,
     NEAREST,
     _bilinear_parts,
     _corner,
@@ -35,6 +36,9 @@ def grid_sampler_2d_double_backward(grad, input, grid, *gg, out=None, interpolat
                                     align_corners=False, given=(True, True), needs=(True, True, True)):
     """Gradients of (grad, input, grid) that ``needs`` asks for, from the gradients of grid_sampler_2d_backward's
     (grad_input, grad_grid) that ``given`` says are passed (the others are zero)."""
+    if interpolation_mode == BICUBIC:
+        raise RuntimeError("staticgrad's grid_sample with mode='bicubic' has no second derivative: use "
+                           "mode='bilinear', or differentiate it once")
     supplied = iter(gg)
     gg_input, gg_grid = (next(supplied) if g else None for g in given)
     x, y, mx, my, n = _prepare(input, grid, padding_mode, align_corners)

@@ -95,6 +95,17 @@ def test_identity_and_edge_cases_match_torch():
         assert module(x) is x and lib.nn.FeatureAlphaDropout().eval()(x) is x
 
 
+def test_integer_and_bool_inputs_like_torch():
+    same_error(lambda lib: F(lib).alpha_dropout(lib.ones(3, dtype=lib.int64), 0.5, True))
+    same_error(lambda lib: F(lib).feature_alpha_dropout(lib.ones(2, 3, dtype=lib.bool), 0.5, True))
+    same_error(lambda lib: F(lib).alpha_dropout(lib.ones(3, dtype=lib.uint8), 0.2, True))
+    for lib in (torch, sg):
+        gone = F(lib).alpha_dropout(lib.ones(3, dtype=lib.int32), 1.0, True)
+        assert gone.dtype == lib.int32 and gone.tolist() == [0, 0, 0]
+        flags = lib.ones(3, dtype=lib.bool)
+        assert F(lib).alpha_dropout(flags, 0.5, False) is flags
+
+
 def test_errors_and_reprs_match_torch():
     same_error(lambda lib: F(lib).alpha_dropout(lib.ones(3), 1.5, True))
     same_error(lambda lib: F(lib).feature_alpha_dropout(lib.ones(3), -0.1, True))

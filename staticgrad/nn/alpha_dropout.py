@@ -26,6 +26,9 @@ def _alpha_dropout(input, p: float, training: bool, inplace: bool, feature: bool
         return input
     if feature and input.dim() < 2:
         raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    if not input.is_floating_point() and p != 1:  # the float shift cannot be added in place into it
+        name = "Long" if input.dtype.tensor_type == "BoolTensor" else input.dtype.tensor_type[:-len("Tensor")]
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {name}")
     if p == 1:
         nothing = zeros((), dtype=input.dtype)
         return fn.mul_(input, nothing) if inplace else fn.mul(input, nothing)

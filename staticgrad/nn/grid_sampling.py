@@ -18,12 +18,13 @@ def _sizes(shape) -> str:
     return "[" + ", ".join(str(n) for n in shape) + "]"
 
 
+def _scalar_name(tensor) -> str:
+    """PyTorch's scalar type name of a tensor's dtype (Float, Long, Bool...)."""
+    return tensor.dtype.tensor_type[:-len("Tensor")]
+
+
 def _check_grid_sampler(input, grid) -> None:
-    """PyTorch's checks of grid_sampler, in its order."""
-    if input.dtype != grid.dtype:
-        names = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
-        wanted, found = (names.get(str(t.dtype).split(".")[-1], str(t.dtype)) for t in (input, grid))
-        raise RuntimeError(f"expected scalar type {wanted} but found {found}")
+    """PyTorch's checks of grid_sampler, in its order: the shapes, then the kernel's dtypes."""
     shapes = f"input with sizes {_sizes(input.shape)} and grid with sizes {_sizes(grid.shape)}"
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got {shapes}")
@@ -38,6 +39,11 @@ def _check_grid_sampler(input, grid) -> None:
     if input.dim() != rank or grid.dim() != rank:
         raise RuntimeError(f"grid_sampler(): expected {rank}D input and grid with same number of dimensions, but got "
                            f"{shapes}")
+    if not input.is_floating_point():
+        kernel = "grid_sampler_2d_cpu_kernel_impl" if rank == 4 else "grid_sampler3d_cpu"
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_scalar_name(input)}\'')
+    if input.dtype != grid.dtype:
+        raise RuntimeError(f"expected scalar type {_scalar_name(input)} but found {_scalar_name(grid)}")
 
 
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros", align_corners=None):

@@ -34,6 +34,7 @@ def _unpool_output_size(input, kernel, stride, padding, output_size) -> list:
 
 
 def _check_indices(input, indices, what: str, ranks: tuple, with_type: bool) -> None:
+    """PyTorch's checks of max_unpooling{what}: rank, index dtype and shape, then the kernel's dtypes."""
     if input.dim() not in ranks:
         raise RuntimeError(f"Input to max_unpooling{what} should be a {ranks[0]}d or {ranks[1]}d Tensor, but got a "
                            f"tensor with {input.dim()} dimensions.")
@@ -43,6 +44,9 @@ def _check_indices(input, indices, what: str, ranks: tuple, with_type: bool) -> 
     if tuple(indices.shape) != tuple(input.shape):
         raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
                            f"but got indices tensor with shape: {list(indices.shape)}")
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"max_unpool{what[0]}d" not implemented for '
+                                  f"'{input.dtype.tensor_type[:-len('Tensor')]}'")
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

@@ -12,6 +12,9 @@ import staticgrad as sg
 from tests.oracle import finite_difference_check, same_error, torch
 from tests.test_rnn import check_module, randn
 
+# PyTorch's own note that its oneDNN path has no projections (it falls back to its native code)
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
+
 CASES = [
     ("one_layer", lambda lib: lib.nn.LSTM(3, 5, proj_size=2), lambda m, x: m(x), [randn(4, 2, 3)]),
     ("two_layers_with_state", lambda lib: lib.nn.LSTM(3, 5, num_layers=2, proj_size=3),

@@ -9,8 +9,11 @@ import inspect as _inspect
 import types
 
 import staticgrad
+import staticgrad.autograd.graph
 import staticgrad.nn.utils
+import staticgrad.nn.utils.rnn
 import staticgrad.optim.lr_scheduler
+import staticgrad.utils.checkpoint
 import staticgrad.utils.data
 from staticgrad import nn, optim
 from staticgrad._eager.tensor import Tensor
@@ -26,9 +29,11 @@ a test checks it matches the code.
 """
 
 
-def public_names(namespace, kind=None, within: str = "staticgrad") -> list:
+def public_names(namespace, kind=None, within: str | tuple = "staticgrad") -> list:
     """Public attributes of a module or class (functions, classes; no submodules or constants),
-    those defined in the package ``within`` (not helpers a module imported from elsewhere)."""
+    those defined in the package ``within`` (or one of several; not helpers a module imported from
+    elsewhere)."""
+    homes = (within,) if isinstance(within, str) else within
     names = []
     for name in dir(namespace):
         if name.startswith("_"):
@@ -38,7 +43,7 @@ def public_names(namespace, kind=None, within: str = "staticgrad") -> list:
             continue
         home = getattr(value, "__module__", None) or ""
         if (callable(value) and not isinstance(value, type(namespace)) and home
-                and not (home == within or home.startswith(within + "."))):
+                and not any(home == w or home.startswith(w + ".") for w in homes)):
             continue
         if kind == "class" and not _inspect.isclass(value):
             continue
@@ -63,10 +68,16 @@ def _namespaces() -> list:
                                    and getattr(functional, n).__module__ not in _INTERNAL]),
         ("`torch.optim`", public_names(optim, "class")),
     ]
-    for title, module in (("`torch.optim.lr_scheduler`", staticgrad.optim.lr_scheduler),
-                          ("`torch.utils.data`", staticgrad.utils.data),
-                          ("`torch.nn.utils`", staticgrad.nn.utils)):
-        sections.append((title, public_names(module, "callable", within=module.__name__)))
+    # (a namespace built from several modules names them all)
+    for title, module, homes in (
+            ("`torch.optim.lr_scheduler`", staticgrad.optim.lr_scheduler,
+             ("staticgrad.optim.lr_scheduler", "staticgrad.optim.scheduler_base", "staticgrad.optim.cyclic_lr")),
+            ("`torch.utils.data`", staticgrad.utils.data, None),
+            ("`torch.utils.checkpoint`", staticgrad.utils.checkpoint, None),
+            ("`torch.nn.utils`", staticgrad.nn.utils, None),
+            ("`torch.nn.utils.rnn`", staticgrad.nn.utils.rnn, None),
+            ("`torch.autograd.graph`", staticgrad.autograd.graph, ("staticgrad._eager.saved_hooks",))):
+        sections.append((title, public_names(module, "callable", within=homes or module.__name__)))
     return sections
 
 

@@ -151,11 +151,6 @@ def test_lstm_parameters_repr_and_all_weights_follow_torch():
            [[tuple(w.shape) for w in layer] for layer in t.all_weights]
 
 
-def test_lstm_projections_are_refused_saying_what_is_supported():
-    with pytest.raises(NotImplementedError, match="supports proj_size=0 only"):
-        sg.nn.LSTM(3, 4, proj_size=2)
-
-
 @pytest.mark.parametrize("case", [
     lambda lib: lib.nn.LSTM(3, 4)(lib.zeros(2, 2, 2, 3)),
     lambda lib: lib.nn.LSTM(3, 4)(lib.zeros(5, 2, 2)),

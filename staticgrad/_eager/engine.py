@@ -8,6 +8,7 @@ means "run them with grad mode on", and a tracer sees every backward op go by).
 from __future__ import annotations
 
 import heapq
+import threading
 import weakref
 
 import numpy as np
@@ -72,6 +73,22 @@ def _as_tuple(x):
 # graph's backward (``record/backward_graph.py`` sets this once such a node exists):
 # ``replay(tensors, grad_tensors, retain_graph) -> bool``, False where the engine must run it.
 _graph_replay = None
+
+
+class _Task(threading.local):
+    """What kind of backward runs in this thread: ``plain`` while a ``backward()`` into every leaf
+    runs (not ``grad()``, not ``inputs=``), which is when a reentrant checkpoint may run its own."""
+
+    plain = True
+
+
+_TASK = _Task()
+
+
+def is_checkpoint_valid() -> bool:
+    """PyTorch's ``torch.autograd._is_checkpoint_valid``: False inside ``autograd.grad`` or a
+    ``backward(inputs=...)``, where a reentrant checkpoint's inner backward would escape them."""
+    return _TASK.plain
 
 
 def set_graph_replay(replay) -> None:
@@ -212,9 +229,10 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
 
     # plain accumulation (``backward()`` into every leaf): leaves fed by one edge skip the queue
     plain_accumulate = accumulate and accumulate_only is None
-    previous_mode, previous_phase = GradMode.enabled, Tracing.phase
+    previous_mode, previous_phase, previous_plain = GradMode.enabled, Tracing.phase, _TASK.plain
     GradMode.enabled = create_graph
     Tracing.phase = "backward"
+    _TASK.plain = plain_accumulate
     try:
         while ready:
             _, _, node = heapq.heappop(ready)
@@ -297,6 +315,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
     finally:
         GradMode.enabled = previous_mode
         Tracing.phase = previous_phase
+        _TASK.plain = previous_plain
     return capture
 
 

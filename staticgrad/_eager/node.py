@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import weakref
 
+from staticgrad._eager.saved_hooks import AnyHooks, SavedHooks
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.errors import BACKWARD_TWICE, modified_inplace_message
@@ -39,9 +40,12 @@ def _saved_names_of(op) -> frozenset:
 
 class SavedTensor:
     """A tensor a node saved: an input (held as is) or an output (held as its array, so that the
-    output -> grad_fn -> saved output cycle never forms; rebuilt with its grad_fn on unpack)."""
+    output -> grad_fn -> saved output cycle never forms; rebuilt with its grad_fn on unpack). Under
+    saved-tensor hooks it holds what the pack hook returned instead (``packed``), and its shape and
+    dtype (``meta``); backward gets the tensor back from the unpack hook."""
 
-    __slots__ = ("array", "output_nr", "tensor", "trace_value", "version", "version_counter")
+    __slots__ = ("array", "meta", "output_nr", "packed", "tensor", "trace_value", "unpack_hook", "version",
+                 "version_counter")
 
     def __init__(self, tensor, is_output: bool):
         self.version_counter = tensor._version_counter
@@ -58,6 +62,21 @@ class SavedTensor:
             self.tensor = tensor
             self.array = None
             self.output_nr = 0
+        self.unpack_hook = None
+        if AnyHooks.open and SavedHooks.stack:
+            self._pack(tensor, *SavedHooks.stack[-1])
+
+    def _pack(self, tensor, pack_hook, unpack_hook) -> None:
+        """Keep ``pack_hook(tensor)`` instead of the tensor (or its array)."""
+        self.meta = (tensor._data.shape, tensor._data.dtype)
+        self.packed = pack_hook(tensor)
+        self.unpack_hook = unpack_hook
+        self.tensor = self.array = None
+
+    @property
+    def is_packed(self) -> bool:
+        """Saved through a pack hook: ``packed`` holds what it returned, not the tensor."""
+        return self.unpack_hook is not None
 
     @classmethod
     def of_array(cls, array) -> SavedTensor:
@@ -66,24 +85,38 @@ class SavedTensor:
         saved = cls.__new__(cls)
         saved.version_counter, saved.version, saved.trace_value = [0], 0, None
         saved.tensor, saved.array, saved.output_nr = None, array, 0
+        saved.unpack_hook = None
         return saved
 
     @property
     def nbytes(self) -> int:
+        """Bytes this slot keeps alive itself: a packed slot's packed tensor, if it is one."""
+        if self.unpack_hook is not None:
+            return int(self.packed._data.nbytes) if isinstance(self.packed, Tensor) else 0
         array = self.array if self.tensor is None else self.tensor._data
         return int(array.nbytes)
 
     @property
     def data(self):
+        """The saved array (None for a packed slot: only its unpack hook can give it back)."""
         return self.array if self.tensor is None else self.tensor._data
+
+    @property
+    def shape_dtype(self) -> tuple:
+        """(shape, dtype) of the tensor saved, packed or not."""
+        if self.unpack_hook is not None:
+            return self.meta
+        data = self.data
+        return data.shape, data.dtype
 
     def unpack(self, node):
         current = self.version_counter[0]
         if current != self.version:
-            data = self.data
+            shape, dtype = self.shape_dtype
             output_of = (self.output_nr, node.name()) if self.tensor is None and self.output_nr is not None else None
-            raise RuntimeError(modified_inplace_message(_type_name(data.dtype), data.shape, current, self.version,
-                                                        output_of))
+            raise RuntimeError(modified_inplace_message(_type_name(dtype), shape, current, self.version, output_of))
+        if self.unpack_hook is not None:
+            return self._unpack_packed()
         if self.tensor is not None:
             return self.tensor
         t = Tensor._make(self.array, True, node)
@@ -92,6 +125,14 @@ class SavedTensor:
         tracer = Tracing.tracer
         if tracer is not None and self.trace_value is not None:
             tracer.on_unpack(t, self.trace_value)
+        return t
+
+
+    def _unpack_packed(self):
+        t = self.unpack_hook(self.packed)
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                            f"{type(t).__name__}")
         return t
 
 
@@ -183,9 +224,10 @@ class Node(_Hookable):
         arrays = {}
         for name, value in (self._saved or {}).items():
             if type(value) is SavedTensor:
-                if value.version_counter[0] != value.version:
-                    value.unpack(self)   # raises the "modified by an inplace operation" error
-                value = value.array if value.tensor is None else value.tensor._data
+                if value.version_counter[0] != value.version or value.unpack_hook is not None:
+                    value = value.unpack(self)._data  # raises the "modified by an inplace operation" error
+                else:
+                    value = value.array if value.tensor is None else value.tensor._data
             arrays[name] = value
         return arrays
 
@@ -199,8 +241,7 @@ class Node(_Hookable):
             for name in self._freeable:
                 value = saved.pop(name, None)
                 if type(value) is SavedTensor:
-                    data = value.array if value.tensor is None else value.tensor._data
-                    value = (data.shape, data.dtype)
+                    value = value.shape_dtype
                 freed[name] = value
             self._freed = freed
             if not saved:
@@ -214,7 +255,8 @@ class Node(_Hookable):
         declared = {s.name: s for s in self.op.saves}
         freed = getattr(self, "_freed", None) or {}  # "_freed" is set only by release()
         for name in self._saved_names():
-            freeable = declared[name].freed
+            slot = declared.get(name)  # an autograd.Function's saved_<k> slots are declared by its ctx
+            freeable = slot.freed if slot is not None else name in self._freeable
             if name in saved:
                 rows.append((name, saved[name], freeable, False))
             elif self._released and freeable:

@@ -1,9 +1,10 @@
 """Autograd: backward-graph nodes, the backward engine, grad mode."""
 
 from staticgrad._eager import engine
+from staticgrad._eager.engine import is_checkpoint_valid as _is_checkpoint_valid  # noqa: F401  (PyTorch's name)
 from staticgrad._eager.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from staticgrad._eager.node import AccumulateGrad, Node
-from staticgrad.autograd import function
+from staticgrad.autograd import function, graph
 from staticgrad.autograd.function import Function, FunctionCtx, once_differentiable
 from staticgrad.autograd.variable import Variable
 
@@ -29,6 +30,7 @@ __all__ = [
     "enable_grad",
     "function",
     "grad",
+    "graph",
     "inference_mode",
     "is_grad_enabled",
     "no_grad",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from staticgrad._eager.node import AccumulateGrad, ReleasedNode, grad_accumulator, walk
+from staticgrad._eager.node import AccumulateGrad, ReleasedNode, SavedTensor, grad_accumulator, walk
 from staticgrad._eager.tensor import Tensor
 from staticgrad.inspect.draw import draw, tree_lines
 
@@ -26,7 +26,8 @@ class SavedBuffer:
     """One saved slot. Tensors have shape, dtype and ``nbytes`` (numel x itemsize); scalars
     (alpha, exponent, dims, sizes) have a ``value``. ``shared`` is True while a tensor outside
     the graph uses the same storage. ``storage`` numbers the distinct storages of one graph and
-    ``storage_nbytes`` is the whole storage a held slot keeps alive (differs for views)."""
+    ``storage_nbytes`` is the whole storage a held slot keeps alive (differs for views). A slot a
+    saved-tensor hook packed into something other than a tensor (a checkpoint) has no storage."""
 
     name: str
     is_tensor: bool
@@ -49,6 +50,9 @@ class SavedBuffer:
         kind = "?" if self.shape is None else f"{self.dtype}[{', '.join(map(str, self.shape))}]"
         if self.freed:
             return f"{self.name}: {kind}, {self.nbytes} bytes, freed"
+        if self.storage is None:
+            return (f"{self.name}: {kind}, packed by a saved-tensor hook (0 bytes held; recomputed or restored in "
+                    "backward)")
         owner = "shared with a user tensor" if self.shared else "graph only"
         view = f" (a view of {self.storage_nbytes})" if self.storage_nbytes != self.nbytes else ""
         return f"{self.name}: {kind}, {self.nbytes} bytes{view}, held ({owner})"
@@ -112,7 +116,7 @@ class AutogradGraph:
     def _held_storages(self) -> dict:
         held = {}
         for _, b in self.buffers():
-            if b.is_tensor and b.held:
+            if b.is_tensor and b.held and b.storage is not None:
                 held[b.storage] = held.get(b.storage, False) or b.shared
         return held
 
@@ -223,6 +227,8 @@ def _storage_facts(live):
         for name, kind, freed, info in node_rows:
             if kind == "scalar":
                 buffers.append(SavedBuffer(name, False, freed, value=info))
+            elif kind == "packed":  # a saved-tensor hook keeps something else (a checkpoint's placeholder)
+                buffers.append(SavedBuffer(name, True, False, tuple(info[0]), info[1].name, 0))
             elif freed:
                 shape, dtype = info if info is not None else (None, None)
                 nbytes = 0 if shape is None else int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -278,13 +284,17 @@ def _collect(live):
         elif not isinstance(node, ReleasedNode):
             declared = {s.name: s for s in node.op.saves}
             for name, value, _, freed in node.saved_slots():
-                if not declared[name].holds_tensor:
+                slot = declared.get(name)
+                if not (slot.holds_tensor if slot is not None else isinstance(value, SavedTensor) or freed):
                     node_rows.append((name, "scalar", freed, value))
                 elif freed:
                     node_rows.append((name, "tensor", True, value))
+                elif value.is_packed and not isinstance(value.packed, Tensor):
+                    node_rows.append((name, "packed", False, value.shape_dtype))
                 else:
-                    held = value.tensor if value.tensor is not None else value.array
-                    data = value.data
+                    held = (value.packed if value.is_packed else value.tensor if value.tensor is not None
+                            else value.array)
+                    data = held._data if value.is_packed else value.data
                     node_rows.append((name, "tensor", False,
                                       (add(held, -1), tuple(data.shape), data.dtype.name, int(data.nbytes))))
         rows.append(node_rows)

@@ -19,6 +19,7 @@ from staticgrad.nn.activations import (
     Softsign,
 )
 from staticgrad.nn.activations_more import Hardshrink, PReLU, Softmax2d, Softmin, Softshrink, Tanhshrink, Threshold
+from staticgrad.nn.alpha_dropout import AlphaDropout, FeatureAlphaDropout
 from staticgrad.nn.attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from staticgrad.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from staticgrad.nn.channel_dropout import Dropout1d, Dropout2d, Dropout3d
@@ -68,6 +69,7 @@ from staticgrad.nn.margin_losses import (
     TripletMarginLoss,
     TripletMarginWithDistanceLoss,
 )
+from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
 from staticgrad.nn.module import Module
 from staticgrad.nn.normalization import LayerNorm
 from staticgrad.nn.padding import (
@@ -132,6 +134,7 @@ __all__ = [
     "SELU",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AlphaDropout",
     "AvgPool1d",
     "AvgPool2d",
     "BCELoss",
@@ -158,6 +161,7 @@ __all__ = [
     "Dropout2d",
     "Dropout3d",
     "Embedding",
+    "FeatureAlphaDropout",
     "Flatten",
     "GRUCell",
     "GroupNorm",
@@ -181,7 +185,9 @@ __all__ = [
     "MSELoss",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool1d",
     "MaxUnpool2d",
+    "MaxUnpool3d",
     "Mish",
     "Module",
     "ModuleDict",

@@ -113,11 +113,13 @@ from staticgrad.nn.activations_more import (  # noqa: E402
     threshold,
     threshold_,
 )
+from staticgrad.nn.alpha_dropout import alpha_dropout, feature_alpha_dropout  # noqa: E402
 from staticgrad.nn.batchnorm import batch_norm  # noqa: E402
 from staticgrad.nn.channel_dropout import dropout1d, dropout2d, dropout3d  # noqa: E402
 from staticgrad.nn.conv_more import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402
 from staticgrad.nn.ctc_loss import ctc_loss  # noqa: E402
 from staticgrad.nn.dropout import dropout  # noqa: E402
+from staticgrad.nn.grid_sampling import affine_grid, grid_sample  # noqa: E402
 from staticgrad.nn.group_norm import group_norm  # noqa: E402
 from staticgrad.nn.instance_norm import instance_norm  # noqa: E402
 from staticgrad.nn.layers_more import bilinear, embedding_bag, rrelu, rrelu_  # noqa: E402
@@ -146,6 +148,7 @@ from staticgrad.nn.margin_losses import (  # noqa: E402
     triplet_margin_loss,
     triplet_margin_with_distance_loss,
 )
+from staticgrad.nn.max_unpool import max_unpool1d, max_unpool3d  # noqa: E402
 from staticgrad.nn.normalization import layer_norm  # noqa: E402
 from staticgrad.nn.pooling import (  # noqa: E402
     adaptive_avg_pool1d,

@@ -13,6 +13,7 @@ from staticgrad.nn import functional as F
 from staticgrad.nn.module import Module
 from staticgrad.nn.parameter import Parameter
 from staticgrad.nn.rnn import RecurrentLayers, _uniform_init
+from staticgrad.nn.utils.rnn import PackedSequence
 
 
 def gru_cell(input, h, w_ih, w_hh, b_ih=None, b_hh=None):
@@ -140,6 +141,8 @@ class _StackedRNN(RecurrentLayers):
         self.reset_parameters()
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if input.dim() not in (2, 3):
             raise ValueError(f"{self.kind}: Expected input to be 2D or 3D, got {input.dim()}D instead")
         batched = input.dim() == 3
@@ -167,6 +170,23 @@ class _StackedRNN(RecurrentLayers):
         if not batched:
             return output.squeeze(batch_dim), h_n.squeeze(1)
         return output, h_n
+
+    def _initial_states(self, hx, batch: int, dtype) -> list:
+        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+        if hx is None:
+            hx = zeros(*expected, dtype=dtype)
+        if tuple(hx.shape) != expected:
+            raise RuntimeError(f"Expected hidden size {expected}, got {list(hx.shape)}")
+        return [(h,) for h in hx.unbind(0)]
+
+    def _step_of(self, index: int):
+        """One step of layer-direction ``index`` on its projected input: (h,) -> (h,)."""
+        w = self._layer_weights(index)
+        return lambda input_part, state: (self._update(input_part, state[0], w["w_hh"], w["b_hh"]),)
+
+    @staticmethod
+    def _final_hidden(finals: list):
+        return fn.stack([h for (h,) in finals])
 
     def _check_input(self, input) -> None:
         weight_dtype = self.weight_ih_l0.dtype

@@ -1,10 +1,12 @@
-"""LSTMCell and LSTM (stacked, bidirectional, no projections; dropout between layers) as PyTorch
-defines them.
+"""LSTMCell and LSTM (stacked, bidirectional, projections; dropout between layers; padded or
+packed input) as PyTorch defines them.
 
 An LSTMCell step is an ordinary chain of staticgrad ops (linear, chunk, sigmoid, tanh, mul, add).
 An LSTM runs each layer and direction over the whole sequence as one op, ``lstm_layer``
 (staticgrad.ops.rnn_layer), one autograd node each, as PyTorch's mkldnn path does
 (``MkldnnRnnLayerBackward0``): the time loop runs inside the op, not as hundreds of dispatched ops.
+An LSTM with projections or on a PackedSequence steps in ordinary ops (staticgrad.nn.recurrent_loop),
+as PyTorch's native code does for those.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from staticgrad.nn import functional as F
 from staticgrad.nn import init
 from staticgrad.nn.module import Module
 from staticgrad.nn.parameter import Parameter
+from staticgrad.nn.recurrent_loop import run_layers
+from staticgrad.nn.utils.rnn import PackedSequence
 from staticgrad.ops import OPS
 
 
@@ -115,6 +119,36 @@ class RecurrentLayers(Module):
     def reset_parameters(self) -> None:
         _uniform_init(self)
 
+    def _layer_weights(self, index: int) -> dict:
+        """One layer and direction's weights by role: w_ih, w_hh, b_ih, b_hh (None without bias), w_hr
+        (None without projections)."""
+        weights = list(self.all_weights[index])
+        w_ih, w_hh = weights[:2]
+        b_ih, b_hh = weights[2:4] if self.bias else (None, None)
+        w_hr = weights[-1] if getattr(self, "proj_size", 0) else None
+        return {"w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "w_hr": w_hr}
+
+    def _forward_packed(self, packed, hx):
+        """A PackedSequence through every layer: (PackedSequence of outputs, final hidden state(s)),
+        each sequence's final state taken at its own last step; hx and the result in the batch's order."""
+        data, batch_sizes = packed.data, packed.batch_sizes.tolist()
+        self._check_input(data)
+        sorted_indices, unsorted_indices = packed.sorted_indices, packed.unsorted_indices
+        if hx is not None and sorted_indices is not None:
+            hx = self._permute_hidden(hx, sorted_indices)
+        initial = self._initial_states(hx, batch_sizes[0], data.dtype)
+        output, finals = run_layers(self, data, batch_sizes, initial, self._step_of)
+        hidden = self._final_hidden(finals)
+        if unsorted_indices is not None:
+            hidden = self._permute_hidden(hidden, unsorted_indices)
+        return PackedSequence(output, packed.batch_sizes, sorted_indices, unsorted_indices), hidden
+
+    @staticmethod
+    def _permute_hidden(hx, permutation):
+        if isinstance(hx, tuple):
+            return tuple(h.index_select(1, permutation) for h in hx)
+        return hx.index_select(1, permutation)
+
     def flatten_parameters(self) -> None:
         """A no-op: PyTorch packs the weights for cuDNN here; staticgrad keeps them as they are."""
 
@@ -146,26 +180,34 @@ class LSTM(RecurrentLayers):
                  proj_size: int = 0, device=None, dtype=None):
         super().__init__()
         self._check_sizes(input_size, hidden_size, num_layers, dropout)
-        if proj_size != 0:
-            raise NotImplementedError(f"staticgrad's LSTM supports proj_size=0 only (got proj_size={proj_size}); "
-                                      "project the output with an nn.Linear instead")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         if dropout > 0 and num_layers == 1:
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
                           f"expects num_layers greater than 1, but got dropout={dropout} and "
                           f"num_layers={num_layers}", UserWarning, stacklevel=2)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), bool(bidirectional), 0
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bool(bidirectional), int(proj_size)
         directions = 2 if bidirectional else 1
+        real_hidden = proj_size or hidden_size
         self._all_weights = []
         for layer in range(num_layers):
-            layer_input = input_size if layer == 0 else hidden_size * directions
+            layer_input = input_size if layer == 0 else real_hidden * directions
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                self._add_layer_weights(suffix, 4 * hidden_size, layer_input, hidden_size, bias, dtype)
+                self._add_layer_weights(suffix, 4 * hidden_size, layer_input, real_hidden, bias, dtype)
+                if proj_size:
+                    name = f"weight_hr{suffix}"
+                    setattr(self, name, Parameter(empty(proj_size, hidden_size, dtype=dtype)))
+                    self._all_weights[-1].append(name)
         self.reset_parameters()
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if input.dim() not in (2, 3):
             raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.dim()}D instead")
         batched = input.dim() == 3
@@ -184,19 +226,46 @@ class LSTM(RecurrentLayers):
             input = input.transpose(0, 1)
         self._check_input(input)
         directions = 2 if self.bidirectional else 1
-        expected = (self.num_layers * directions, input.shape[1], self.hidden_size)
-        if hx is None:
-            state = zeros(*expected, dtype=input.dtype)
-            hx = (state, state)
-        for i, value in enumerate(hx):
-            if tuple(value.shape) != expected:
-                raise RuntimeError(f"Expected hidden[{i}] size {expected}, got {list(value.shape)}")
-        output, h_n, c_n = self._layers(input.contiguous(), hx, directions)
+        if self.proj_size:
+            initial = self._initial_states(hx, input.shape[1], input.dtype)
+            output, finals = run_layers(self, input, None, initial, self._step_of)
+            h_n, c_n = self._final_hidden(finals)
+        else:
+            hx = self._check_hidden(hx, input.shape[1], input.dtype)
+            output, h_n, c_n = self._layers(input.contiguous(), hx, directions)
         if self.batch_first:
             output = output.transpose(0, 1)
         if not batched:
             return output.squeeze(batch_dim), (h_n.squeeze(1), c_n.squeeze(1))
         return output, (h_n, c_n)
+
+    def _check_hidden(self, hx, batch: int, dtype) -> tuple:
+        """(h_0, c_0), zeros when not given, checked against PyTorch's expected sizes."""
+        layers = self.num_layers * (2 if self.bidirectional else 1)
+        expected = ((layers, batch, self.proj_size or self.hidden_size), (layers, batch, self.hidden_size))
+        if hx is None:
+            return tuple(zeros(*shape, dtype=dtype) for shape in expected)
+        for i, (value, shape) in enumerate(zip(hx, expected)):
+            if tuple(value.shape) != shape:
+                raise RuntimeError(f"Expected hidden[{i}] size {shape}, got {list(value.shape)}")
+        return hx
+
+    def _initial_states(self, hx, batch: int, dtype) -> list:
+        h_0, c_0 = self._check_hidden(hx, batch, dtype)
+        return list(zip(h_0.unbind(0), c_0.unbind(0)))
+
+    def _step_of(self, index: int):
+        """One LSTM step of layer-direction ``index`` on input gates already projected: (h, c) -> (h, c)."""
+        w = self._layer_weights(index)
+
+        def step(input_gates, state):
+            h, c = _lstm_update(F.linear(state[0], w["w_hh"], w["b_hh"]) + input_gates, state[1])
+            return (h if w["w_hr"] is None else F.linear(h, w["w_hr"])), c
+        return step
+
+    @staticmethod
+    def _final_hidden(finals: list) -> tuple:
+        return fn.stack([h for h, _ in finals]), fn.stack([c for _, c in finals])
 
     def _check_input(self, input) -> None:
         weight_dtype = self.weight_ih_l0.dtype
@@ -231,6 +300,8 @@ class LSTM(RecurrentLayers):
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:

@@ -1,5 +1,5 @@
-"""staticgrad.utils: PyTorch's ``torch.utils`` faces (``utils.data``)."""
+"""staticgrad.utils: PyTorch's ``torch.utils`` faces (``utils.data``, ``utils.checkpoint``)."""
 
-from staticgrad.utils import data
+from staticgrad.utils import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

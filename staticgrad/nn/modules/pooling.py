@@ -11,6 +11,7 @@ from staticgrad.nn.pooling import (
 )
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d", "MaxUnpool2d"]
+from staticgrad.nn.max_unpool import MaxUnpool1d, MaxUnpool3d
 from staticgrad.nn.pooling_more import (
     AdaptiveAvgPool3d,
     AdaptiveMaxPool1d,
@@ -33,4 +34,6 @@ __all__ += [
     "LPPool2d",
     "LPPool3d",
     "MaxPool3d",
+    "MaxUnpool1d",
+    "MaxUnpool3d",
 ]

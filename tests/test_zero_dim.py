@@ -363,6 +363,20 @@ def _linalg_extra_cases():
 
 
 CASES += _linalg_extra_cases()
+
+
+def _sampling_cases():
+    """Grid sampling, unpooling and alpha dropout on 0-dim tensors: PyTorch's errors (they need batched,
+    spatial inputs); alpha dropout in eval returns its 0-dim input."""
+    yield Case("F.affine_grid", lambda lib, a: lib.nn.functional.affine_grid(a, [1, 1, 2, 2], align_corners=False), [X])
+    yield Case("F.grid_sample", lambda lib, a, b: lib.nn.functional.grid_sample(a, b, align_corners=False), [X, Y])
+    for name in ("max_unpool1d", "max_unpool3d"):
+        yield Case(f"F.{name}", lambda lib, a, n=name: getattr(lib.nn.functional, n)(a, lib.tensor(0), 2), [X])
+    for name in ("alpha_dropout", "feature_alpha_dropout"):
+        yield Case(f"F.{name}", lambda lib, a, n=name: getattr(lib.nn.functional, n)(a, 0.5, training=False), [X])
+
+
+CASES += _sampling_cases()
 CASES += [Case("Tensor.unique", lambda lib, a: a.detach().unique(return_counts=True), [X]),
           Case("Tensor.unique_consecutive", lambda lib, a: a.detach().unique_consecutive(), [X]),
           Case("Tensor.histc", lambda lib, a: a.detach().histc(bins=3), [X]),

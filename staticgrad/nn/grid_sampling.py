@@ -26,6 +26,8 @@ def _scalar_name(tensor) -> str:
 def _check_grid_sampler(input, grid) -> None:
     """PyTorch's checks of grid_sampler, in its order: the shapes, then the kernel's dtypes."""
     shapes = f"input with sizes {_sizes(input.shape)} and grid with sizes {_sizes(grid.shape)}"
+    if input.dim() == 0 or grid.dim() == 0:   # PyTorch reads both batch sizes first
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got {shapes}")
     if grid.shape[-1] != input.dim() - 2:

@@ -630,3 +630,32 @@ def test_an_output_left_unused_changes_at_most_the_sign_of_a_zero_gradient(seed,
         assert eager_step[0] is None and compiled_step[0] is None
         for e, c in zip(eager_step[1:], compiled_step[1:]):
             np.testing.assert_array_equal(c, e)   # -0.0 == 0.0 here
+
+
+@pytest.mark.bitexact
+def test_saved_duplicates_merge_when_an_output_is_saved_too():
+    """Two linears over one 3-D input save one folded view of it twice (merged into one saved array),
+    while tanh saves its output, which is also returned: the merge keeps that output's position (it
+    raised KeyError while compiling)."""
+    starts = [np.random.default_rng(k).standard_normal(shape).astype(np.float32)
+              for k, shape in enumerate([(1, 2), (3, 2), (1, 3)])]
+    runs = []
+    for compiled in (False, True):
+        params = [sg.tensor(a.copy(), requires_grad=True) for a in starts]
+        opt = sg.optim.Adam(params, lr=0.01)
+
+        def forward(x, p0=params[0], p1=params[1], p2=params[2]):
+            hidden = F.linear(x, p1).tanh()
+            return F.linear(x, p0), hidden, F.linear(hidden, p2)
+
+        model = sg.compile(forward) if compiled else forward
+        steps = []
+        for call in range(6):
+            x = sg.tensor(np.random.default_rng(10 + call % 4).standard_normal((1, 3, 2)).astype(np.float32))
+            opt.zero_grad()
+            model(x)[2].mean().backward()
+            opt.step()
+            steps.append([p.detach().numpy().tobytes() for p in params])
+        runs.append(steps)
+    assert runs[1] == runs[0]
+    assert model.stats.backward_replays >= 3, model.stats

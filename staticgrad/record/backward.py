@@ -545,7 +545,7 @@ class CompiledBackward:
         results = graph.results
         keep = list(range(n_outputs))
         position = {}
-        remap = {}
+        remap = {index: index for index in range(n_outputs)}   # a saved value that is an output stays
         for index in range(n_outputs, len(results)):
             vid = results[index]
             if vid not in position:

@@ -137,6 +137,7 @@ def _attend(model, x, mask=None, causal=False):
     return model["out"](h)
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True])
 def test_compiled_training_step_replays_eager_bit_for_bit(dtype, causal):
@@ -165,6 +166,7 @@ def test_compiled_training_step_replays_eager_bit_for_bit(dtype, causal):
         same_bits(pc.detach().numpy(), pe.detach().numpy(), name)
 
 
+@pytest.mark.bitexact
 def test_compiled_model_backward_replays_eager_bit_for_bit():
     models = [_attention_model(sg) for _ in range(2)]
     compiled = sg.compile(lambda x: _attend(models[1], x, causal=True))

@@ -606,30 +606,45 @@ def test_an_expanded_incoming_gradient_gives_eager_bits(case, dtype):
 @pytest.mark.bitexact
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_an_output_left_unused_changes_at_most_the_sign_of_a_zero_gradient(seed, dtype):
-    """The documented limit of a partly used call: the unused output's incoming gradient is filled
-    with zeros, and the paths it shares with used outputs add what those zeros give (0.0 where eager,
-    never running them, kept a -0.0). Equal values (with the used output's stride-0 gradient read as
-    eager reads it); the gradient only the unused output reaches is None, as eager's."""
+def test_a_partly_used_call_backpropagates_as_eager_bit_for_bit(seed, dtype):
+    """Only one of the call's outputs reaches the loss: the node runs its backward as eager's engine
+    does without the unused output, a program of its own per set of used outputs (not the full one on
+    zeros, whose zero paths flipped the sign of a zero gradient and whose sums of a zero path made a
+    stride-0 gradient contiguous: another matrix-vector path, 1 ulp). A gradient only the unused
+    output reaches is None, as eager's."""
     shapes, forward_of, _ = EXPANDED["unsqueezed_vector_times_matrix"]
     rng = np.random.default_rng(seed)
     starts = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
-    runs = []
-    for compiled in (False, True):
-        leaves = [sg.tensor(a.copy(), requires_grad=True) for a in starts]
-        forward = forward_of(*leaves)
-        model = sg.compile(forward) if compiled else forward
-        grads = []
-        for _ in range(6):
-            for t in leaves:
-                t.grad = None
-            model()[1].sum().backward()
-            grads.append([None if t.grad is None else t.grad.numpy().copy() for t in leaves])
-        runs.append(grads)
-    for eager_step, compiled_step in zip(*runs):
-        assert eager_step[0] is None and compiled_step[0] is None
-        for e, c in zip(eager_step[1:], compiled_step[1:]):
-            np.testing.assert_array_equal(c, e)   # -0.0 == 0.0 here
+    (eager, _), (compiled, model) = _twin_runs(forward_of, lambda model, *_: model()[1].sum(),
+                                               lambda: [sg.tensor(a.copy(), requires_grad=True) for a in starts])
+    assert compiled == eager
+    assert all(step[0] is None for step in compiled)
+    assert model.stats.backward_replays >= 3, model.stats
+
+
+def _sum_and_shift(x0, p2):
+    def forward(x1):
+        v3 = x0 @ p2
+        return v3, v3 + x1 * 0.5
+    return forward
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("seed", [7, 12, 17, 18, 19, 21])
+def test_an_unused_output_adds_nothing_to_a_used_one(seed):
+    """v3 is returned and also feeds an unused output: eager's engine hands v3's stride-0 gradient (a
+    sum's) straight to the matrix-vector product; the full program would first add the unused path's
+    zeros to it, a contiguous array, and the product would take BLAS instead of NumPy's loop (1 ulp
+    off at these starts)."""
+    rng = np.random.default_rng(seed)
+    x0 = sg.tensor(rng.standard_normal((3, 1)).astype(np.float32))
+    start = rng.standard_normal(1).astype(np.float32)
+    x1 = sg.tensor(rng.standard_normal((3, 3)).astype(np.float32))
+    (eager, _), (compiled, model) = _twin_runs(lambda p2: (lambda: _sum_and_shift(x0, p2)(x1)),
+                                               lambda model, p2: model()[0].sum() * 0.25,
+                                               lambda: [sg.tensor(start.copy(), requires_grad=True)])
+    assert compiled == eager
+    assert model.stats.backward_replays >= 3, model.stats
 
 
 @pytest.mark.bitexact

@@ -445,6 +445,7 @@ class CompiledBackward:
         positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
         self._recorded = graph
         self._with_sums = None   # the program taking running sums, compiled when a backward first needs it
+        self._partial = {}       # received outputs -> (graph, replay, absent results): see without_unused_outputs
         self._sums_graph = None
         # recordings of whole graphs' backward through this node, by graph structure (backward_graph.py)
         self.graph_plans: dict = {}
@@ -712,17 +713,34 @@ class CompiledBackward:
                 self._record_run(tracer, graph, sources, grads, scalars, held_sources,
                                  [(graph.writebacks[i][0], returned[k]) for i, k in enumerate(self._sum_edges)])
             return returned
-        results = self.replay.run(inputs, captured, list(scalars))
+        graph, replay, absent = self._recorded, self.replay, ()
+        if any(g is None for g in grads):   # as eager runs it without the unused outputs' paths
+            graph, replay, absent = self._partial_program(grads)
+        results = replay.run(inputs, captured, list(scalars))
         for note in self.trace.reductions:
             note()
-        returned = tuple(None if index is None or k in unreached else make(results[index], False, None)
-                         for k, index in enumerate(self.grad_results))
+        returned = tuple(None if index is None or k in unreached or index in absent
+                         else make(results[index], False, None) for k, index in enumerate(self.grad_results))
         if sources is not None:
-            graph = self._recorded
             self._record_run(tracer, graph, sources, grads, scalars, [],
                              [(graph.results[index], t) for index, t in zip(self.grad_results, returned)
                               if t is not None])
         return returned
+
+    def _partial_program(self, grads: tuple) -> tuple:
+        """(graph, replay, absent result positions) of the backward as eager runs it when only the outputs
+        whose gradient is not None received one: compiled once per such set."""
+        received = tuple(g is not None for g in grads)
+        found = self._partial.get(received)
+        if found is None:
+            placeholders = self._recorded.inputs[self._n_saved:]
+            missing = {v for v, got in zip(placeholders, received) if not got}
+            graph, absent = without_unused_outputs(self._recorded, set(placeholders), missing)
+            optimized, _, _ = run_pipeline(graph)
+            program = plan_program(optimized)
+            program.consumes_inputs = True
+            found = self._partial[received] = (graph, CompiledReplay(program, generate(program)), absent)
+        return found
 
     def _unreached(self, grads: tuple) -> frozenset:
         """The gradients (wrt positions) that no output given a gradient reaches: eager's engine never
@@ -740,6 +758,57 @@ class CompiledBackward:
         inputs = [("array", a) for a in saved]
         inputs += [("tensor", g) if g is not None else ("constant", zeros) for g, zeros in zip(grads, incoming)]
         tracer.on_compiled_backward(graph, inputs, [("array", a) for a in captured] + held, scalars, returned)
+
+
+def without_unused_outputs(graph: Graph, gradients: set, missing: set) -> tuple:
+    """The recorded backward ``graph`` as eager's engine runs it when the incoming gradients ``missing``
+    (of ``gradients``, the placeholder inputs) never come: an op whose every gradient input is missing
+    never runs (eager never reached its node); a sum of two gradients one of which is missing is the
+    other, as it is (eager had nothing to add it to); an op mixing a gradient with a missing one reads
+    zeros there, as eager's formulas fill a missing gradient. Returns the graph, its results unchanged
+    in number and order (a missing one computed as zeros), and the positions of the missing results."""
+    values, constants = dict(graph.values), dict(graph.constants)
+    missing, gradient = set(missing), set(gradients)
+    rename, ops, zeros = {}, [], {}
+    next_id = max(values) + 1
+
+    def zeros_like(v: int) -> int:
+        nonlocal next_id
+        if v not in zeros:
+            value = values[v]
+            zeros[v] = next_id
+            values[next_id] = _replace(value, id=next_id, kind="constant")
+            constants[next_id] = np.zeros(value.shape, value.dtype)
+            next_id += 1
+        return zeros[v]
+
+    for op in graph.ops:
+        inputs = tuple(rename.get(v, v) for v in op.inputs)
+        reads = [v for v in inputs if v in gradient]
+        gone = [v for v in reads if v in missing]
+        if reads:
+            gradient.update(op.outputs)
+        if not gone:
+            ops.append(_replace(op, inputs=inputs) if inputs != op.inputs else op)
+            continue
+        if len(gone) == len(reads):
+            missing.update(op.outputs)
+            continue
+        out = values[op.outputs[0]]
+        if op.op == "add" and len(inputs) == 2 and op.attr_dict.get("alpha", 1) == 1:
+            kept = inputs[0] if inputs[1] in missing else inputs[1]
+            if values[kept].shape == out.shape and values[kept].dtype == out.dtype:
+                rename[op.outputs[0]] = kept
+                continue
+        ops.append(_replace(op, inputs=tuple(zeros_like(v) if v in missing else v for v in inputs)))
+    results, absent = [], set()
+    for k, v in enumerate(graph.results):
+        v = rename.get(v, v)
+        if v in missing:
+            absent.add(k)
+            v = zeros_like(v)
+        results.append(v)
+    return _replace(graph, ops=ops, values=values, constants=constants, results=results), frozenset(absent)
 
 
 def _no_forward(*arrays, out=None, **attrs):

@@ -558,7 +558,7 @@ def test_an_input_whose_only_path_is_unused_keeps_the_gradient_the_loss_gave_it(
         x = base * 1.5
         return model(x)[1].sum() + (x * x).sum()
 
-    (eager, _), (compiled, model) = _twin_runs(forward_of, loss_of, leaves_of)
+    (eager, _), (compiled, _) = _twin_runs(forward_of, loss_of, leaves_of)
     assert compiled == eager
 
 

@@ -54,7 +54,8 @@ CHOICES = [
     ("mask_needs_grad", lambda lib, q, k, v, m: sdpa(lib, q, k, v, attn_mask=m),
      [randn(2, 3, 4, 8), randn(2, 3, 6, 8), randn(2, 3, 6, 8), randn(4, 6)]),
     ("innermost_strided", _transposed_last, [randn(2, 3, 4, 16), randn(2, 3, 6, 16), randn(2, 3, 6, 16)]),
-    ("head_size_one", lambda lib, q, k, v: sdpa(lib, q, k, v), [randn(1, 2, 3, 1), randn(1, 2, 5, 1), randn(1, 2, 5, 1)]),
+    ("head_size_one", lambda lib, q, k, v: sdpa(lib, q, k, v),
+     [randn(1, 2, 3, 1), randn(1, 2, 5, 1), randn(1, 2, 5, 1)]),
     ("one_key", lambda lib, q, k, v: sdpa(lib, q, k, v), [randn(1, 2, 3, 4), randn(1, 2, 1, 4), randn(1, 2, 1, 4)]),
 ]
 
@@ -159,7 +160,7 @@ def test_compiled_training_step_replays_eager_bit_for_bit(dtype, causal):
     compiled = sg.compile(compiled)
     rng = np.random.default_rng(4)
     for _ in range(4):
-        x, y = sg.tensor(rng.standard_normal((2, 5, 8)).astype(dtype)), sg.tensor(rng.standard_normal((2, 5, 3)).astype(dtype))
+        x, y = (sg.tensor(rng.standard_normal(shape).astype(dtype)) for shape in ((2, 5, 8), (2, 5, 3)))
         same_bits(compiled(x, y).detach().numpy(), eager(x, y).detach().numpy(), "loss")
     assert compiled.stats.replays >= 2
     for (name, pe), pc in zip(m_eager.named_parameters(), m_comp.parameters()):
@@ -172,7 +173,7 @@ def test_compiled_model_backward_replays_eager_bit_for_bit():
     compiled = sg.compile(lambda x: _attend(models[1], x, causal=True))
     rng = np.random.default_rng(5)
     for _ in range(4):
-        x, y = sg.tensor(rng.standard_normal((2, 5, 8)).astype(np.float32)), sg.tensor(rng.standard_normal((2, 5, 3)).astype(np.float32))
+        x, y = (sg.tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((2, 5, 8), (2, 5, 3)))
         for model, run in ((models[0], lambda x: _attend(models[0], x, causal=True)), (models[1], compiled)):
             model.zero_grad()
             sg.nn.functional.mse_loss(run(x), y).backward()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from staticgrad._eager import functions as fn
-from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.creation import arange, zeros
+from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.functions import _CPP_TYPE_NAMES
 from staticgrad.nn.dropout import dropout
 from staticgrad.ops import OPS

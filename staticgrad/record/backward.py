@@ -681,10 +681,9 @@ class CompiledBackward:
             totals = []
             for k in self._sum_edges:
                 held = running_sums.get(k)
-                if k in unreached:   # no gradient of this call: what the engine held goes back as it was
-                    shape, dtype = self._grad_meta[k]
-                    totals.append(np.full(shape, -0.0, dtype))
-                elif held is None:   # -0.0 adds nothing to any number, signed zeros included
+                # -0.0 adds nothing to any number, signed zeros included; an edge no gradient of this call
+                # reaches gets a scratch sum, and what the engine held goes back as it was
+                if held is None or k in unreached:
                     shape, dtype = self._grad_meta[k]
                     totals.append(np.full(shape, -0.0, dtype))
                 else:   # the engine's own sum is taken over; a gradient someone else holds is copied

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
-from tests.oracle import compare, finite_difference_check, same_error
+from tests.oracle import compare, finite_difference_check, same_error, torch
 from tests.replay_check import replay_matches_eager
 
 rng = np.random.default_rng(31)
@@ -59,10 +59,29 @@ def test_results_are_named_tuples_like_torch():
 
 
 def test_integer_inputs_select_with_indices():
-    values = np.array([[4, 1, 3, 5], [0, 9, 7, 2]])  # no ties: PyTorch's index among equal values is its own
+    values = np.array([[4, 1, 3, 5], [0, 9, 7, 2]])  # no ties: median's index among equal values is PyTorch's own
     for fn in (lambda lib, a: lib.median(a, 1), lambda lib, a: lib.kthvalue(a, 3),
                lambda lib, a: lib.aminmax(a), lambda lib, a: lib.median(a), lambda lib, a: lib.nansum(a, 1)):
         compare(fn, [values], grad=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.uint8])
+def test_kthvalue_among_ties_reports_torch_index(dtype):
+    """Rows of few distinct values (and NaN in float rows): the index kthvalue reports among equal values
+    is the one PyTorch's quickselect ends on, for every k, along either dim (a stable sort's differed in
+    most such rows)."""
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        n = int(rng.integers(1, 24))
+        a = rng.integers(0, 3, (3, n)).astype(dtype)
+        if np.dtype(dtype).kind == "f" and trial % 3 == 0:
+            a[trial % 3, rng.integers(0, n)] = np.nan
+        k = int(rng.integers(1, n + 1))
+        for dim, t in ((1, a), (0, np.ascontiguousarray(a.T))):
+            expected = torch.kthvalue(torch.tensor(t), k, dim=dim)
+            got = sg.kthvalue(sg.tensor(t), k, dim=dim)
+            np.testing.assert_array_equal(got.indices.numpy(), expected.indices.numpy(), err_msg=f"{t} k={k}")
+            np.testing.assert_array_equal(got.values.numpy(), expected.values.numpy())
 
 
 NAN_REDUCTIONS = [

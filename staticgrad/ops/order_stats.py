@@ -2,11 +2,10 @@
 indices), kthvalue, mode, aminmax, nansum.
 
 Values along a dim come from one stable sort (NaN last, as PyTorch orders it): median takes the lower
-middle value (NaN when the row holds one), nanmedian the lower middle of the non-NaN values, kthvalue
-the k-th smallest, mode the smallest of the most frequent values with the index of its last
-occurrence. Where PyTorch's quickselect is free to return any of several equal values, the index is
-the stable sort's. Gradients are PyTorch's: to the selected index, or shared evenly among the elements
-equal to a whole-tensor median.
+middle value (NaN when the row holds one), nanmedian the lower middle of the non-NaN values, mode the
+smallest of the most frequent values with the index of its last occurrence. kthvalue runs PyTorch's own
+quickselect (``ops.select_loops``), so among equal values its index is PyTorch's. Gradients are
+PyTorch's: to the selected index, or shared evenly among the elements equal to a whole-tensor median.
 """
 
 from __future__ import annotations
@@ -49,10 +48,32 @@ def _positions(ordered, kind: str, k: int):
     return np.argmax(lengths, axis=-1)
 
 
+_QUICKSELECT_DTYPES = frozenset(("float32", "float64", "int8", "int16", "int32", "int64", "uint8"))
+
+
+def _kthvalue_rows(moved, k: int) -> tuple:
+    """(values, indices) of the k-th smallest along the last axis, by PyTorch's own quickselect, so that
+    among equal values the index is the one PyTorch reports (``ops.select_loops``)."""
+    from staticgrad.ops.select_loops import kth_smallest  # here, not at the top: it loads Numba
+
+    lead = moved.shape[:-1]
+    rows = np.array(moved.reshape(-1, moved.shape[-1]), dtype=moved.dtype, order="C", copy=True)
+    values = np.empty(rows.shape[0], moved.dtype)
+    positions = np.empty(rows.shape[0], np.int64)
+    if rows.shape[0]:
+        kth_smallest(rows, k - 1, values, positions)
+    return values.reshape(lead), positions.reshape(lead)
+
+
 def _select_along(a, out=None, kind="median", k=1, dim=0, keepdim=False):
     if a.ndim == 0:
         return a.copy(), np.zeros((), np.int64)
     moved = np.moveaxis(a, dim, -1)
+    if kind == "kthvalue" and moved.shape[-1] and a.dtype.name in _QUICKSELECT_DTYPES:
+        values, indices = _kthvalue_rows(moved, k)
+        if keepdim:
+            values, indices = np.expand_dims(values, dim), np.expand_dims(indices, dim)
+        return values, indices
     order = np.argsort(moved, axis=-1, kind="stable")
     ordered = np.take_along_axis(moved, order, axis=-1)
     where = _positions(ordered, kind, k)[..., None]

@@ -166,7 +166,7 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
                     continue
                 if value.version_counter[0] != value.version:
                     raise _Unwalkable(f"a tensor {node.name()} saved was changed in place")
-                if value.is_packed:
+                if value.unpack_hook is not None:   # packed by a saved-tensor hook
                     raise _Unwalkable(f"{node.name()} saved a tensor through a saved-tensor hook (a checkpoint)")
                 tensor = value.tensor
                 a = value.array if tensor is None else tensor._data

@@ -35,6 +35,27 @@ def _apply_weight_decay(p, grad, group: dict, lr, weight_decay):
     return grad
 
 
+def _stepped(optimizer, group: dict, lr, weight_decay, moments: tuple, first: dict | None = None):
+    """Each parameter of ``group`` with a gradient, as (p, grad, state, step): its state made on first use
+    (the step counter, then ``first``'s entries from their makers, then zeroed ``moments``, in PyTorch's
+    key order), the gradient negated under ``maximize`` and weight-decayed, the step counted (float64)."""
+    for p in group["params"]:
+        grad = p.grad
+        if grad is None:
+            continue
+        state = optimizer.state[p]
+        if not state:
+            state["step"] = step_counter()
+            for name, make in (first or {}).items():
+                state[name] = make(state)
+            for name in moments:
+                state[name] = zeros_like(p)
+        if group["maximize"]:
+            grad = -grad
+        step = state["step"].add_(1).double()
+        yield p, _apply_weight_decay(p, grad, group, lr, weight_decay), state, step
+
+
 def _moments(state: dict, grad, beta1, beta2) -> None:
     exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
     exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp_(grad, 1 - beta1)
@@ -56,19 +77,7 @@ class Adamax(Optimizer):
     def _update_group(self, group: dict) -> None:
         lr, eps, weight_decay = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
         beta1, beta2 = _beta(group, 0), _beta(group, 1)
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = step_counter()
-                state["exp_avg"] = zeros_like(p)
-                state["exp_inf"] = zeros_like(p)
-            if group["maximize"]:
-                grad = -grad
-            step = state["step"].add_(1).double()
-            grad = _apply_weight_decay(p, grad, group, lr, weight_decay)
+        for p, grad, state, step in _stepped(self, group, lr, weight_decay, ("exp_avg", "exp_inf")):
             exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
             exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp_(grad, 1 - beta1)
             exp_inf.copy_(fn.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
@@ -97,21 +106,9 @@ class NAdam(Optimizer):
         lr, eps, weight_decay = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
         momentum_decay = hyper(group, "momentum_decay")
         beta1, beta2 = _beta(group, 0), _beta(group, 1)
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = step_counter()
-                state["mu_product"] = ones((), dtype=state["step"].dtype)
-                state["exp_avg"] = zeros_like(p)
-                state["exp_avg_sq"] = zeros_like(p)
-            if group["maximize"]:
-                grad = -grad
-            step = state["step"].add_(1).double()
+        first = {"mu_product": lambda state: ones((), dtype=state["step"].dtype)}
+        for p, grad, state, step in _stepped(self, group, lr, weight_decay, ("exp_avg", "exp_avg_sq"), first):
             bias_correction2 = 1 - beta2 ** step
-            grad = _apply_weight_decay(p, grad, group, lr, weight_decay)
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
             mu_product = state["mu_product"]
@@ -145,19 +142,7 @@ class RAdam(Optimizer):
     def _update_group(self, group: dict) -> None:
         lr, eps, weight_decay = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
         beta1, beta2 = _beta(group, 0), _beta(group, 1)
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = step_counter()
-                state["exp_avg"] = zeros_like(p)
-                state["exp_avg_sq"] = zeros_like(p)
-            if group["maximize"]:
-                grad = -grad
-            step = state["step"].add_(1).double()
-            grad = _apply_weight_decay(p, grad, group, lr, weight_decay)
+        for p, grad, state, step in _stepped(self, group, lr, weight_decay, ("exp_avg", "exp_avg_sq")):
             _moments(state, grad, beta1, beta2)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step

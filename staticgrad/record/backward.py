@@ -673,7 +673,8 @@ class CompiledBackward:
         del arrays
         make = Tensor._make
         scalars = attrs["scalars"]
-        unreached = self._unreached(grads)
+        partial = any(g is None for g in grads)   # some output received no gradient
+        unreached = self._unreached(grads) if partial else frozenset()
         if running_sums:
             if unreached and tracer is not None:
                 tracer.fail("a compiled model's output that reaches a gradient received none")
@@ -713,7 +714,7 @@ class CompiledBackward:
                                  [(graph.writebacks[i][0], returned[k]) for i, k in enumerate(self._sum_edges)])
             return returned
         graph, replay, absent = self._recorded, self.replay, ()
-        if any(g is None for g in grads):   # as eager runs it without the unused outputs' paths
+        if partial:   # as eager runs it without the unused outputs' paths
             graph, replay, absent = self._partial_program(grads)
         results = replay.run(inputs, captured, list(scalars))
         for note in self.trace.reductions:
@@ -744,8 +745,6 @@ class CompiledBackward:
     def _unreached(self, grads: tuple) -> frozenset:
         """The gradients (wrt positions) that no output given a gradient reaches: eager's engine never
         gets to them, so they stay None (not zeros computed from zero-filled incoming gradients)."""
-        if all(g is not None for g in grads):
-            return frozenset()
         received = {j for j, g in enumerate(grads) if g is not None}
         return frozenset(k for k, js in enumerate(self._reached_from) if js and received.isdisjoint(js))
 

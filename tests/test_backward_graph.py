@@ -363,9 +363,12 @@ def test_trapped_floating_point_errors_run_the_engine():
 MODEL_CALLS = 6   # call 0 traces the model, 1 sees the backward's structure, 2 records it, 3-5 replay it
 
 
-def _model_mode(program, compiled: bool) -> list:
+def _model_mode(program, compiled: bool, calls_per_step: int = 1) -> list:
     """Snapshots after each call of ``program`` split in two: its ops as a model (compiled or not)
-    returning every value they make, and the loss, backward and optimizer step outside it."""
+    returning every value they make, and the loss, backward and optimizer step outside it. With
+    ``calls_per_step`` > 1 each step calls the model that often (later calls on its arguments
+    scaled by -0.5) and backpropagates the sum of the losses: calls outstanding together, whose
+    gradients add up in the engine's running sums."""
     import textwrap
 
     from tests.test_differential import snapshot
@@ -374,8 +377,12 @@ def _model_mode(program, compiled: bool) -> list:
     args = ", ".join(leaf.name for leaf in program.inputs)
     outputs = ", ".join(names) + ","
     forward = f"def forward({args}):\n" + textwrap.indent("\n".join(program.lines + [f"return ({outputs})"]), "    ")
-    body = (["opt.zero_grad()"] if program.optimizer else []) + [f"{outputs} = model({args})",
-                                                                   f"loss = {program.loss}", "loss.backward()"]
+    scaled = ", ".join(leaf.name if leaf.kind == "labels" else f"{leaf.name} * -0.5" for leaf in program.inputs)
+    calls = []
+    for k in range(calls_per_step):
+        calls += [f"{outputs} = model({args if k == 0 else scaled})", f"loss{k} = {program.loss}"]
+    total = " + ".join(f"loss{k}" for k in range(calls_per_step))
+    body = (["opt.zero_grad()"] if program.optimizer else []) + calls + [f"loss = {total}", "loss.backward()"]
     body += ["opt.step()"] if program.optimizer else []
     step = f"def step({args}):\n" + textwrap.indent("\n".join(body + ["return loss"]), "    ")
     params = [sg.tensor(array.copy(), requires_grad=True) for array in program.initial_params().values()]
@@ -414,6 +421,26 @@ def test_random_programs_with_the_loss_outside_a_compiled_model_replay_as_eager(
 
     one()
     assert sum(1 for n in replayed_some if n >= 3) >= 0.9 * len(replayed_some), replayed_some
+
+
+@pytest.mark.bitexact
+def test_random_programs_calling_a_compiled_model_twice_per_loss_replay_as_eager():
+    """As above with two calls of the model per step and one backward of the summed losses: the second
+    node to run adds into the running sums the first left (the loss may leave outputs unused)."""
+    from hypothesis import assume, given, note, settings
+
+    from tests.test_differential import COMMON, assert_replay_equals_eager, programs
+
+    @settings(max_examples=25, **COMMON)
+    @given(programs(max_ops=6))
+    def one(program):
+        assume(program.lines)
+        note(repr(program))
+        eager, _ = _model_mode(program, compiled=False, calls_per_step=2)
+        compiled, _ = _model_mode(program, compiled=True, calls_per_step=2)
+        assert_replay_equals_eager(compiled, eager)
+
+    one()
 
 
 def test_an_autograd_function_in_the_graph_runs_through_the_engine():
@@ -557,6 +584,54 @@ def test_an_input_whose_only_path_is_unused_keeps_the_gradient_the_loss_gave_it(
     def loss_of(model, base, w):
         x = base * 1.5
         return model(x)[1].sum() + (x * x).sum()
+
+    (eager, _), (compiled, _) = _twin_runs(forward_of, loss_of, leaves_of)
+    assert compiled == eager
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("uses", ["same_output", "other_outputs"])
+def test_partly_used_calls_adding_into_one_running_sum_keep_eager_signed_zeros(uses):
+    """Two calls outstanding over one parameter, each leaving an output unused: the second node to run
+    adds into the sum the first left, without the unused output's path (an added +0 from it would
+    turn eager's -0 + -0 into +0). With other outputs per call, each call needs a program of its own."""
+    rng = np.random.default_rng(3)
+    w_start = rng.standard_normal(6)
+    xs = [rng.standard_normal(6) for _ in range(2)]
+    for x in xs:
+        x[:3] = -0.0
+
+    def forward_of(w):
+        return lambda x: (x * w, w * 2.0, (w * x).exp())
+
+    def loss_of(model, w):
+        second = 0 if uses == "same_output" else 2
+        return model(sg.tensor(xs[0]))[0].sum() + model(sg.tensor(xs[1]))[second].sum() * 0.0
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, loss_of,
+                                               lambda: [sg.tensor(w_start.copy(), requires_grad=True)])
+    assert all(np.signbit(np.frombuffer(step[0])[:3]).all() for step in eager)
+    assert compiled == eager
+    assert model.stats.backward_replays >= 3, model.stats
+
+
+@pytest.mark.bitexact
+def test_a_held_sum_no_gradient_of_the_call_reaches_goes_back_unchanged_each_call():
+    """The engine holds a sum for x (the loss used x directly) when the node runs, but only an unused
+    output of the call reaches x: the sum goes back as it was, in the engine and in its recording."""
+    rng = np.random.default_rng(5)
+    base_start, w_start = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    base_start[0] = -0.0
+
+    def leaves_of():
+        return [sg.tensor(base_start.copy(), requires_grad=True), sg.tensor(w_start.copy(), requires_grad=True)]
+
+    def forward_of(base, w):
+        return lambda x: (w * 3.0, x * w)
+
+    def loss_of(model, base, w):
+        x = base * -1.0
+        return model(x)[0].sum() + (x * 0.5).sum() + model(x)[0].sum()
 
     (eager, _), (compiled, _) = _twin_runs(forward_of, loss_of, leaves_of)
     assert compiled == eager

@@ -249,7 +249,7 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
                     arg_inputs=[args.index(v) for v in arg_reads],
                     captured=[joint.captured.index(v) for v in captured_reads], saved_owners=owners,
                     output_owners=output_owners, recomputed=recomputed, partition=partition,
-                    running_sums=running_sums(backward_ops, trace))
+                    running_sums=running_sums(backward_ops, trace.grads, trace.gradient_sums))
     return forward, backward, layout
 
 
@@ -317,18 +317,18 @@ def recompute_cheap_chains(joint: Graph, forward_ops: list, backward_ops: list, 
     return sorted({id(op): op for op in recompute.values()}.values(), key=lambda op: order[id(op)])
 
 
-def running_sums(backward_ops: list, trace: BackwardTrace) -> list:
+def running_sums(backward_ops: list, grads: list, gradient_sums: frozenset) -> list:
     """For each gradient the engine summed from several uses inside the call (a chain of its
     additions, ``((c1 + c2) + c3) + ...``): (wrt index, that chain's first addition). Eager adds
     each use's contribution to whatever the leaf's buffer holds already (the other calls' of one
     backward); a replay that hands over only the chain's total would associate the sum otherwise."""
     producer = {v: op for op in backward_ops for v in op.outputs}
     found = []
-    for k, g in enumerate(trace.grads):
+    for k, g in enumerate(grads):
         op = producer.get(g)
-        if g is None or g not in trace.gradient_sums or op is None or op.op != "add":
+        if g is None or g not in gradient_sums or op is None or op.op != "add":
             continue
-        while op.inputs[0] in trace.gradient_sums and producer.get(op.inputs[0]) is not None \
+        while op.inputs[0] in gradient_sums and producer.get(op.inputs[0]) is not None \
                 and producer[op.inputs[0]].op == "add":
             op = producer[op.inputs[0]]
         found.append((k, op))
@@ -444,9 +444,8 @@ class CompiledBackward:
     def __init__(self, graph: Graph, trace: BackwardTrace, layout: Layout, captured_sources: list):
         positions = {v: k for k, v in enumerate(graph.results)}   # passes rename results, keeping their order
         self._recorded = graph
-        self._with_sums = None   # the program taking running sums, compiled when a backward first needs it
         self._partial = {}       # received outputs -> (graph, replay, absent results): see without_unused_outputs
-        self._sums_graph = None
+        self._with_sums = {}     # received outputs -> (graph, replay, edges) taking running sums: see _sums_program
         # recordings of whole graphs' backward through this node, by graph structure (backward_graph.py)
         self.graph_plans: dict = {}
         self.stats = CompileStats()   # the compiled function's, once it holds this backward
@@ -513,27 +512,37 @@ class CompiledBackward:
                     for g, o in zip(grads, outputs)]
         return tuple(engine.grad(outputs, wrt, grad_outputs=incoming, create_graph=True, allow_unused=True))
 
-    @property
-    def _with_sums_graph(self) -> Graph:
-        """The recorded backward graph taking running sums (``with_running_sums``), made once."""
-        if self._sums_graph is None:
-            self._sums_graph = with_running_sums(self._recorded, self.layout.running_sums, self.trace.grads)
-        return self._sums_graph
-
     def release_idle_arenas(self) -> None:
         """Free the arenas of this backward's programs that no call is using (a recording of the
         whole loss's backward runs in their place; a backward through the engine makes new ones)."""
         self.replay.release_idle_arenas()
-        if self._with_sums is not None:
-            self._with_sums.release_idle_arenas()
+        for _, replay, _ in (*self._partial.values(), *self._with_sums.values()):
+            replay.release_idle_arenas()
 
-    def _replay_with_sums(self) -> CompiledReplay:
-        if self._with_sums is None:
-            graph, _, _ = run_pipeline(self._with_sums_graph)
-            program = plan_program(graph)
+    def _sums_program(self, grads: tuple) -> tuple:
+        """(graph, replay, edges) of the backward adding into the running sums the engine holds
+        (``with_running_sums``), as eager's engine runs it when only the outputs whose gradient is not
+        None received one; ``edges``: the gradients it adds, in the order of its sum arguments.
+        Compiled once per set of received outputs."""
+        received = tuple(g is not None for g in grads)
+        found = self._with_sums.get(received)
+        if found is None:
+            base, absent = self._recorded, frozenset()
+            if not all(received):
+                placeholders = self._recorded.inputs[self._n_saved:]
+                missing = {v for v, got in zip(placeholders, received) if not got}
+                base, absent = without_unused_outputs(self._recorded, set(placeholders), missing)
+            unreached = self._unreached(grads)
+            grads_here = [None if index is None or index in absent or k in unreached else base.results[index]
+                          for k, index in enumerate(self.grad_results)]
+            chains = running_sums(base.ops, grads_here, self.trace.gradient_sums)
+            graph = with_running_sums(base, chains, grads_here)
+            optimized, _, _ = run_pipeline(graph)
+            program = plan_program(optimized)
             program.consumes_inputs = True
-            self._with_sums = CompiledReplay(program, generate(program))
-        return self._with_sums
+            edges = [k for k, g in enumerate(grads_here) if g is not None]
+            found = self._with_sums[received] = (graph, CompiledReplay(program, generate(program)), edges)
+        return found
 
     def share_saved_duplicates(self, graph: Graph, n_outputs: int, *others: Graph) -> list:
         """After the forward's passes merged equal values (16 ``t`` of one LSTM weight, one per
@@ -673,18 +682,16 @@ class CompiledBackward:
         del arrays
         make = Tensor._make
         scalars = attrs["scalars"]
-        partial = any(g is None for g in grads)   # some output received no gradient
-        unreached = self._unreached(grads) if partial else frozenset()
-        if running_sums:
-            if unreached and tracer is not None:
+        if running_sums:   # as eager's engine adds this call's contributions to what it holds
+            graph, replay, edges = self._sums_program(grads)
+            passed_back = [k for k in running_sums if k not in edges]   # held sums no gradient here reaches
+            if passed_back and tracer is not None:
                 tracer.fail("a compiled model's output that reaches a gradient received none")
                 sources = None
             totals = []
-            for k in self._sum_edges:
+            for k in edges:
                 held = running_sums.get(k)
-                # -0.0 adds nothing to any number, signed zeros included; an edge no gradient of this call
-                # reaches gets a scratch sum, and what the engine held goes back as it was
-                if held is None or k in unreached:
+                if held is None:   # -0.0 adds nothing to any number, signed zeros included
                     shape, dtype = self._grad_meta[k]
                     totals.append(np.full(shape, -0.0, dtype))
                 else:   # the engine's own sum is taken over; a gradient someone else holds is copied
@@ -694,27 +701,23 @@ class CompiledBackward:
                                   and data.flags.writeable else data.copy())
             held_sources = ([("tensor", running_sums[k][0]) if k in running_sums
                              else ("constant", np.full(self._grad_meta[k][0], -0.0, self._grad_meta[k][1]))
-                             for k in self._sum_edges] if sources is not None else None)
-            self._replay_with_sums().run(inputs, captured + totals, list(scalars))
+                             for k in edges] if sources is not None else None)
+            replay.run(inputs, captured + totals, list(scalars))
             for note in self.trace.reductions:
                 note()
-            by_edge = dict(zip(self._sum_edges, totals))
-            for k in unreached:
-                held = running_sums.get(k)
-                if held is None:
-                    del by_edge[k]
-                else:   # a gradient the engine did not own is copied: the engine may add into what it gets back
-                    tensor, owned = held
-                    by_edge[k] = tensor._data if owned else tensor._data.copy()
+            by_edge = dict(zip(edges, totals))
+            for k in passed_back:   # what the engine held goes back as it was (copied if not its own:
+                tensor, owned = running_sums[k]   # the engine may add into what it gets back)
+                by_edge[k] = tensor._data if owned else tensor._data.copy()
             returned = tuple(make(by_edge[k], False, None) if k in by_edge else None
                              for k in range(len(self.grad_results)))
             if sources is not None:
-                graph = self._with_sums_graph
                 self._record_run(tracer, graph, sources, grads, scalars, held_sources,
-                                 [(graph.writebacks[i][0], returned[k]) for i, k in enumerate(self._sum_edges)])
+                                 [(graph.writebacks[i][0], returned[k]) for i, k in enumerate(edges)])
             return returned
-        graph, replay, absent = self._recorded, self.replay, ()
-        if partial:   # as eager runs it without the unused outputs' paths
+        graph, replay, absent, unreached = self._recorded, self.replay, (), frozenset()
+        if any(g is None for g in grads):   # some output received none: as eager runs without their paths
+            unreached = self._unreached(grads)
             graph, replay, absent = self._partial_program(grads)
         results = replay.run(inputs, captured, list(scalars))
         for note in self.trace.reductions:

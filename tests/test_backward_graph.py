@@ -637,6 +637,39 @@ def test_a_held_sum_no_gradient_of_the_call_reaches_goes_back_unchanged_each_cal
     assert compiled == eager
 
 
+@pytest.mark.bitexact
+def test_a_sum_made_inside_the_call_is_not_the_running_sum_of_the_parameter_it_flows_to():
+    """v0 = p - x is an output and feeds another (sigmoid): the engine adds v0's two gradients in
+    SubBackward's buffer, and the sum flows on to p unchanged. With two calls outstanding, eager adds
+    each call's whole gradient to p's buffer (held + (a + b)); taking that inner sum for p's own
+    running sum gave (held + a) + b, an ulp off (found by a random campaign)."""
+    rng = np.random.default_rng(880)
+    p_start = rng.uniform(-2, 2, (2, 3, 3))
+    data = [(rng.uniform(-2, 2, ()), rng.uniform(-1, 1, (2, 3, 3))) for _ in range(4)]
+
+    def forward_of(p):
+        def forward(x):
+            v0 = p - x
+            return v0, v0.sigmoid()
+        return forward
+
+    calls = {}   # per model: the twins see the same data
+
+    def loss_of(model, p):
+        k = calls[id(model)] = calls.get(id(model), -1) + 1
+        x, target = data[k % 4]
+        total = 0
+        for scale in (1.0, -0.5):
+            v0, v1 = model(sg.tensor(x * scale))
+            total = total + F.mse_loss(v1, sg.tensor(target)) + v0.sum() * 0.25
+        return total
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, loss_of,
+                                               lambda: [sg.tensor(p_start.copy(), requires_grad=True)])
+    assert compiled == eager
+    assert model.stats.backward_replays >= 3, model.stats
+
+
 def _stacked_product(p0, p1, p2):
     def forward():
         v1 = F.log_softmax(p0.softmax(-2), dim=-3)

@@ -114,7 +114,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         inputs = _as_tuple(inputs)
         if not inputs:
             raise RuntimeError("'inputs' argument to backward() cannot be empty.")
-        targets = [_input_edge(t) for t in inputs]
+        targets = [input_edge(t) for t in inputs]
     _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=True)
 
 
@@ -142,7 +142,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         allow_unused = materialize_grads
     roots = [_root_edge(t, i) for i, t in enumerate(outputs)]
     root_grads = _root_grads(outputs, grad_outputs)
-    targets = [_input_edge(t) for t in inputs]
+    targets = [input_edge(t) for t in inputs]
     captured = _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=False)
     results = []
     for index, (t, edge) in enumerate(zip(inputs, targets)):
@@ -157,7 +157,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(results)
 
 
-def _input_edge(t: Tensor):
+def input_edge(t: Tensor):
+    """(node, input number) whose buffer collects ``t``'s gradient: its grad_fn's, or its leaf's."""
     if not isinstance(t, Tensor):
         raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
     if t.grad_fn is not None:
@@ -219,7 +220,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
 
     buffers = {}
     for (node, nr), (g, owned) in zip(roots, root_grads):
-        _add_to_buffer(buffers.setdefault(node, {}), nr, g, owned)
+        _add_to_buffer(buffers.setdefault(node, {}), node, nr, g, owned)
     ready = []
     counter = 0
     for node in root_nodes:
@@ -299,7 +300,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                             leaves = []
                         leaves.append((nxt.variable, g, owned))
                         continue
-                    _add_to_buffer(buffers.setdefault(nxt, {}), nr, g, owned)
+                    _add_to_buffer(buffers.setdefault(nxt, {}), nxt, nr, g, owned)
                 if remaining == 0:
                     heapq.heappush(ready, (-nxt._seq, counter, nxt))
                     counter += 1
@@ -424,7 +425,8 @@ def _validate(node, index, g):
     return g, owned
 
 
-def _add_to_buffer(buf: dict, nr: int, g: Tensor, owned: bool) -> None:
+def _add_to_buffer(buf: dict, node, nr: int, g: Tensor, owned: bool) -> None:
+    """Put ``g`` into ``node``'s buffer for its input ``nr``, added to what it holds already."""
     existing = buf.get(nr)
     if existing is None:
         buf[nr] = (g, owned)
@@ -432,7 +434,7 @@ def _add_to_buffer(buf: dict, nr: int, g: Tensor, owned: bool) -> None:
         total = existing[0] + g
         tracer = Tracing.tracer
         if tracer is not None:
-            tracer.on_gradient_sum(total)
+            tracer.on_gradient_sum(total, (node, nr))
         buf[nr] = (total, True)
 
 

@@ -56,7 +56,9 @@ class BackwardTrace:
     wrt: list
     grads: list             # tape value, or None where the output does not depend on it
     eager_saved_bytes: int = 0   # what the traced call's eager graph alone held for its backward
-    gradient_sums: frozenset = frozenset()   # values the engine made adding gradients into one input
+    # values the engine made adding gradients in a buffer of the wrt tensors' own edges (where eager adds
+    # each use's contribution to what other calls left: ``running_sums``)
+    gradient_sums: frozenset = frozenset()
     reductions: tuple = ()  # what reducers recorded; each is called after a run of the backward program
     # per gradient (wrt order), the differentiable outputs (positions in ``outputs``) whose graph in the
     # call reaches it: eager gives no gradient where none of them received one
@@ -97,9 +99,11 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
     if tracer.failure is not None:
         return None
     grad_values = [None if g is None else tracer.read(g) for g in grads]
+    edges = {engine.input_edge(t) for *_, t in wrt}   # where the engine collects each wrt's gradient
+    sums = frozenset(v for v, edge in tracer.gradient_sums.items() if edge in edges)
     eager_saved = autograd_graph.graph(*[o for _, o in live]).graph_only_bytes
     return BackwardTrace(reached_from=_outputs_reaching([o for _, o in live], [t for *_, t in wrt]),
-                         eager_saved_bytes=eager_saved, gradient_sums=frozenset(tracer.gradient_sums),
+                         eager_saved_bytes=eager_saved, gradient_sums=sums,
                          outputs=[i for i, _ in live], output_meta=[(o._data.shape, o._data.dtype) for _, o in live],
                          placeholders=placeholders,
                          wrt=[("input", k) if kind == "input" else ("captured", t) for kind, k, t in wrt],

@@ -63,7 +63,7 @@ class Tracer:
         self.outside_nodes: dict = {}  # id(grad_fn) of tensors from outside -> how to name them
         self._start_serial = serial_mark()
         self.float_arguments_static = False
-        self.gradient_sums: set = set()  # values the engine made adding gradients into one input
+        self.gradient_sums: dict = {}  # values the engine made adding gradients into one input -> (node, nr)
         self.array_values: dict = {}   # id(array) -> value, for arrays a compiled node's backward reads
 
     # ---- binding tensors to values --------------------------------------------------------
@@ -137,10 +137,10 @@ class Tracer:
             self._bindings[id(t)] = b
         return b.value
 
-    def on_gradient_sum(self, t: Tensor) -> None:
+    def on_gradient_sum(self, t: Tensor, edge: tuple) -> None:
         value = self.value_of(t)
         if value is not None:
-            self.gradient_sums.add(value)
+            self.gradient_sums[value] = edge
 
     def value_of(self, t: Tensor) -> int | None:
         b = self._bindings.get(id(t))

@@ -363,12 +363,13 @@ def test_trapped_floating_point_errors_run_the_engine():
 MODEL_CALLS = 6   # call 0 traces the model, 1 sees the backward's structure, 2 records it, 3-5 replay it
 
 
-def _model_mode(program, compiled: bool, calls_per_step: int = 1) -> list:
+def _model_mode(program, compiled: bool, calls_per_step: int = 1, chained: bool = False) -> list:
     """Snapshots after each call of ``program`` split in two: its ops as a model (compiled or not)
     returning every value they make, and the loss, backward and optimizer step outside it. With
     ``calls_per_step`` > 1 each step calls the model that often (later calls on its arguments
     scaled by -0.5) and backpropagates the sum of the losses: calls outstanding together, whose
-    gradients add up in the engine's running sums."""
+    gradients add up in the engine's running sums. ``chained``: later calls' float arguments also
+    add an eighth of the sum of the previous call's last value (a graph through both calls)."""
     import textwrap
 
     from tests.test_differential import snapshot
@@ -377,7 +378,9 @@ def _model_mode(program, compiled: bool, calls_per_step: int = 1) -> list:
     args = ", ".join(leaf.name for leaf in program.inputs)
     outputs = ", ".join(names) + ","
     forward = f"def forward({args}):\n" + textwrap.indent("\n".join(program.lines + [f"return ({outputs})"]), "    ")
-    scaled = ", ".join(leaf.name if leaf.kind == "labels" else f"{leaf.name} * -0.5" for leaf in program.inputs)
+    link = f" + {names[-1]}.sum().to({{x}}.dtype) * 0.125" if chained else ""
+    scaled = ", ".join(leaf.name if leaf.kind == "labels" else f"{leaf.name} * -0.5" + link.format(x=leaf.name)
+                       for leaf in program.inputs)
     calls = []
     for k in range(calls_per_step):
         calls += [f"{outputs} = model({args if k == 0 else scaled})", f"loss{k} = {program.loss}"]
@@ -668,6 +671,60 @@ def test_a_sum_made_inside_the_call_is_not_the_running_sum_of_the_parameter_it_f
                                                lambda: [sg.tensor(p_start.copy(), requires_grad=True)])
     assert compiled == eager
     assert model.stats.backward_replays >= 3, model.stats
+
+
+@pytest.mark.bitexact
+def test_one_gradient_given_to_two_parameters_is_not_added_twice():
+    """v = p0 + p1: the node's program gives one array as both parameters' gradient. Eager's engine
+    sees AddBackward0 pass one tensor to both and owns neither; two tensors over that array, each
+    taken as the engine's own, had the second call's sum for p0 added into p1's too (two calls
+    outstanding: p1's gradient off by the other's; found by a random campaign)."""
+    rng = np.random.default_rng(1029)
+    starts = [rng.uniform(-2, 2, (3, 1)).astype(np.float32) for _ in range(2)]
+    xs = [rng.uniform(-2, 2, (3, 1)).astype(np.float32) for _ in range(4)]
+
+    def forward_of(p0, p1):
+        return lambda: p0 + p1
+
+    calls = {}
+
+    def loss_of(model, p0, p1):
+        k = calls[id(model)] = calls.get(id(model), -1) + 1
+        x = sg.tensor(xs[k % 4])
+        return (model() * x).sum() + (model() * (x * -0.5)).sum()
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, loss_of,
+                                               lambda: [sg.tensor(a.copy(), requires_grad=True) for a in starts])
+    assert compiled == eager
+    assert model.stats.backward_replays >= 3, model.stats
+
+
+@pytest.mark.bitexact
+def test_parameters_given_one_gradient_by_the_node_get_gradients_of_their_own():
+    """Through the engine (retain_grad on the output keeps the loss's backward from being replayed
+    whole), each parameter's .grad is an array of its own, as in eager: scaling one in place leaves
+    the other."""
+    starts = [np.full((3, 1), 1.0, np.float32), np.full((3, 1), 2.0, np.float32)]
+    runs = []
+    for compiled in (False, True):
+        p0, p1 = (sg.tensor(a.copy(), requires_grad=True) for a in starts)
+
+        def forward(p0=p0, p1=p1):
+            return p0 + p1
+
+        model = sg.compile(forward) if compiled else forward
+        shots = []
+        for _ in range(4):
+            p0.grad = p1.grad = None
+            out = model()
+            out.retain_grad()
+            (out * 3.0).sum().backward()
+            with sg.no_grad():
+                p0.grad.mul_(0.5)
+            shots.append((p0.grad.numpy().tobytes(), p1.grad.numpy().tobytes()))
+        runs.append(shots)
+    assert runs[1] == runs[0]
+    assert np.array_equal(np.frombuffer(runs[1][-1][1], np.float32), np.full(3, 3.0, np.float32))
 
 
 def _stacked_product(p0, p1, p2):

@@ -692,17 +692,19 @@ class CompiledBackward:
             if passed_back and tracer is not None:
                 tracer.fail("a compiled model's output that reaches a gradient received none")
                 sources = None
-            totals = []
+            totals, taken = [], set()
             for k in edges:
                 held = running_sums.get(k)
                 if held is None:   # -0.0 adds nothing to any number, signed zeros included
                     shape, dtype = self._grad_meta[k]
                     totals.append(np.full(shape, -0.0, dtype))
-                else:   # the engine's own sum is taken over; a gradient someone else holds is copied
+                else:   # the engine's own sum is taken over (once); a gradient someone else holds is copied
                     tensor, owned = held
                     data = tensor._data
-                    totals.append(data if owned and tensor._base is None and data.flags.c_contiguous
-                                  and data.flags.writeable else data.copy())
+                    own = (owned and tensor._base is None and data.flags.c_contiguous and data.flags.writeable
+                           and id(data) not in taken)
+                    taken.add(id(data))
+                    totals.append(data if own else data.copy())
             held_sources = ([("tensor", running_sums[k][0]) if k in running_sums
                              else ("constant", np.full(self._grad_meta[k][0], -0.0, self._grad_meta[k][1]))
                              for k in edges] if sources is not None else None)
@@ -726,8 +728,8 @@ class CompiledBackward:
         results = replay.run(inputs, captured, list(scalars))
         for note in self.trace.reductions:
             note()
-        returned = tuple(None if index is None or k in unreached or index in absent
-                         else make(results[index], False, None) for k, index in enumerate(self.grad_results))
+        returned = _as_engine_gradients([None if index is None or k in unreached or index in absent
+                                         else results[index] for k, index in enumerate(self.grad_results)], grads)
         if sources is not None:
             self._record_run(tracer, graph, sources, grads, scalars, [],
                              [(graph.results[index], t) for index, t in zip(self.grad_results, returned)
@@ -763,6 +765,25 @@ class CompiledBackward:
         inputs = [("array", a) for a in saved]
         inputs += [("tensor", g) if g is not None else ("constant", zeros) for g, zeros in zip(grads, incoming)]
         tracer.on_compiled_backward(graph, inputs, [("array", a) for a in captured] + held, scalars, returned)
+
+
+def _as_engine_gradients(arrays: list, incoming: tuple) -> tuple:
+    """The backward program's gradients (arrays, or None) as tensors for the engine, aliasing as
+    eager's formulas would: an incoming gradient passed through unchanged is that tensor itself, and
+    an array given for several inputs is one tensor. The engine owns (adds into in place, steals as
+    ``.grad``) only a gradient that is neither, as in eager; two tensors over one array, each taken
+    for the engine's own, would have each input's sum added into the other's."""
+    by_array = {id(g._data): g for g in incoming if g is not None}
+    returned = []
+    for array in arrays:
+        if array is None:
+            returned.append(None)
+            continue
+        t = by_array.get(id(array))
+        if t is None:
+            t = by_array[id(array)] = Tensor._make(array, False, None)
+        returned.append(t)
+    return tuple(returned)
 
 
 def without_unused_outputs(graph: Graph, gradients: set, missing: set) -> tuple:

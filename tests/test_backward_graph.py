@@ -434,13 +434,33 @@ def test_random_programs_calling_a_compiled_model_twice_per_loss_replay_as_eager
 
     from tests.test_differential import COMMON, assert_replay_equals_eager, programs
 
-    @settings(max_examples=25, **COMMON)
+    @settings(max_examples=15, **COMMON)
     @given(programs(max_ops=6))
     def one(program):
         assume(program.lines)
         note(repr(program))
         eager, _ = _model_mode(program, compiled=False, calls_per_step=2)
         compiled, _ = _model_mode(program, compiled=True, calls_per_step=2)
+        assert_replay_equals_eager(compiled, eager)
+
+    one()
+
+
+@pytest.mark.bitexact
+def test_random_programs_calling_a_compiled_model_on_its_own_output_replay_as_eager():
+    """As above, the second call's float arguments carrying the first call's graph (an eighth of its
+    last value's sum added): the engine goes on from the second node into the first call."""
+    from hypothesis import assume, given, note, settings
+
+    from tests.test_differential import COMMON, assert_replay_equals_eager, programs
+
+    @settings(max_examples=20, **COMMON)
+    @given(programs(max_ops=6))
+    def one(program):
+        assume(program.lines)
+        note(repr(program))
+        eager, _ = _model_mode(program, compiled=False, calls_per_step=2, chained=True)
+        compiled, _ = _model_mode(program, compiled=True, calls_per_step=2, chained=True)
         assert_replay_equals_eager(compiled, eager)
 
     one()
@@ -725,6 +745,66 @@ def test_parameters_given_one_gradient_by_the_node_get_gradients_of_their_own():
         runs.append(shots)
     assert runs[1] == runs[0]
     assert np.array_equal(np.frombuffer(runs[1][-1][1], np.float32), np.full(3, 3.0, np.float32))
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("cell_kind", ["RNNCell", "GRUCell", "LSTMCell"])
+def test_a_compiled_cell_applied_to_its_own_last_state_trains_as_eager(cell_kind):
+    """h = cell(x_t, h) with the cell compiled: each call's state argument carries the graph of the
+    call before, which leads back to the cell's own weights. The call's recorded backward counts only
+    paths inside the call; the engine then takes the state's gradient on into the earlier calls, as
+    in eager (before, recording the backward ran into the earlier calls' graph and refused)."""
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(5)]
+
+    def run(compiled):
+        sg.manual_seed(0)
+        cell = getattr(sg.nn, cell_kind)(4, 5)
+        step = sg.compile(cell) if compiled else cell
+        opt = sg.optim.SGD(cell.parameters(), lr=0.1, momentum=0.9)
+        shots = []
+        for _ in range(4):
+            opt.zero_grad()
+            state = sg.zeros(3, 5)
+            state = (state, sg.zeros(3, 5)) if cell_kind == "LSTMCell" else state
+            total = 0
+            for x in xs:
+                state = step(sg.tensor(x), state)
+                h = state[0] if cell_kind == "LSTMCell" else state
+                total = total + (h * h).mean()
+            total.backward()
+            opt.step()
+            shots.append([p.grad.numpy().tobytes() for p in cell.parameters()]
+                         + [p.detach().numpy().tobytes() for p in cell.parameters()])
+        return shots, step
+
+    (eager, _), (compiled, model) = run(False), run(True)
+    assert compiled == eager
+    assert model.stats.backward_replays >= 1, model.stats
+
+
+@pytest.mark.bitexact
+def test_arguments_sharing_a_history_get_their_gradients_as_eager():
+    """f(x, x * 2) with x a leaf: the second argument's graph leads back to the first. Its path is
+    the engine's to follow after the node ran, not part of the call's recorded backward."""
+    base = np.random.default_rng(0).standard_normal((3, 4))
+
+    def f(a, b):
+        return (a * b).tanh(), a.exp()
+
+    def run(fn):
+        shots = []
+        for i in range(5):
+            x = sg.tensor(base + i, requires_grad=True)
+            y = x * 2
+            u, v = fn(x, y)
+            (u.sum() + v.mean() + y.sum()).backward()
+            shots.append(x.grad.numpy().tobytes())
+        return shots
+
+    compiled = sg.compile(f)
+    assert run(compiled) == run(f)
+    assert compiled.stats.backward_replays >= 2, compiled.stats
 
 
 def _stacked_product(p0, p1, p2):

@@ -131,8 +131,10 @@ def leaf_gradients(tensors: tuple, grad_tensors: tuple | None, retain_graph: boo
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
-         materialize_grads=False):
-    """d(outputs)/d(inputs), returned instead of accumulated into ``.grad``."""
+         materialize_grads=False, outside=None):
+    """d(outputs)/d(inputs), returned instead of accumulated into ``.grad``. ``outside`` (ids of
+    nodes; staticgrad's own use): nodes that do not run, so that only paths avoiding them count
+    (the gradients within a compiled call, whose arguments' graphs lead back to its parameters)."""
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grad_outputs = _as_tuple(grad_outputs)
@@ -143,7 +145,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     roots = [_root_edge(t, i) for i, t in enumerate(outputs)]
     root_grads = _root_grads(outputs, grad_outputs)
     targets = [input_edge(t) for t in inputs]
-    captured = _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=False)
+    captured = _execute(roots, root_grads, retain_graph, create_graph, targets, inputs, accumulate=False,
+                        outside=outside)
     results = []
     for index, (t, edge) in enumerate(zip(inputs, targets)):
         g = captured.get(edge)
@@ -203,9 +206,11 @@ def _nodes_to_execute(root_nodes, target_nodes):
     return {node for node in reaches if any(reaches.get(n, False) for n, _ in node.next_functions if n is not None)}
 
 
-def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tensors, accumulate, sink=None):
+def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tensors, accumulate, sink=None,
+             outside=None):
     """Run the graph's nodes; ``sink`` (a list), when given, receives the leaves' (variable,
-    gradient, owned) instead of their ``.grad`` (``leaf_gradients``)."""
+    gradient, owned) instead of their ``.grad`` (``leaf_gradients``); the nodes whose ids are in
+    ``outside`` do not run (what reaches them ends there)."""
     root_nodes = list(dict.fromkeys(node for node, _ in roots))
     deps = _discover(root_nodes)
     execute = None
@@ -269,7 +274,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             sums = (_running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges
                     and not create_graph else None)
             grads_out = (apply_node(node, grads_in, sums, release=not retain_graph)
-                         if any(g is not None for g in grads_in) else None)
+                         if any(g is not None for g in grads_in) and (outside is None or id(node) not in outside)
+                         else None)
             if not retain_graph:
                 node.release()
             if node._post_hooks and grads_out is not None:

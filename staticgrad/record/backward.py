@@ -91,8 +91,10 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
         tracer.add_input(g, len(flat_inputs) + j)
         tensors.append(g)
         placeholders.append(tracer.read(g))
+    # only paths inside the call: an argument's graph from before it may lead back to a parameter (a
+    # compiled cell applied to its own last output), a path the engine follows after the node has run
     grads = engine.grad([o for _, o in live], [t for *_, t in wrt], grad_outputs=tensors, retain_graph=True,
-                        allow_unused=True)
+                        allow_unused=True, outside=tracer.outside_nodes)
     if tracer.failure is not None:
         return None
     grads, reductions = _reduce_gradients(tracer, [t for *_, t in wrt], list(grads))

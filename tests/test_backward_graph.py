@@ -807,6 +807,26 @@ def test_arguments_sharing_a_history_get_their_gradients_as_eager():
     assert compiled.stats.backward_replays >= 2, compiled.stats
 
 
+@pytest.mark.bitexact
+def test_a_held_sum_the_call_does_not_reach_passes_back_and_is_recorded():
+    """Call b reaches both parameters, call a only p0: a's node adds into p0's held sum and hands
+    p1's back as it was (a copy where the engine did not own it, taken before any sum is added in
+    place). The loss's backward is recorded and replayed with it, as eager's values."""
+    starts = [np.full((3, 1), 1.0), np.full((3, 1), 2.0)]
+
+    def forward_of(p0, p1):
+        return lambda: ((p0 + p1) * 3.0, p0 * 2.0)
+
+    def loss_of(model, p0, p1):
+        return model()[1].sum() + model()[0].sum()
+
+    (eager, _), (compiled, model) = _twin_runs(forward_of, loss_of,
+                                               lambda: [sg.tensor(a.copy(), requires_grad=True) for a in starts])
+    assert compiled == eager
+    assert np.array_equal(np.frombuffer(compiled[-1][1]), np.full(3, 3.0))
+    assert model.stats.backward_replays >= 3, (model.stats, model.stats.backward_eager_reason)
+
+
 def _stacked_product(p0, p1, p2):
     def forward():
         v1 = F.log_softmax(p0.softmax(-2), dim=-3)

@@ -691,9 +691,6 @@ class CompiledBackward:
         if running_sums:   # as eager's engine adds this call's contributions to what it holds
             graph, replay, edges = self._sums_program(grads)
             passed_back = [k for k in running_sums if k not in edges]   # held sums no gradient here reaches
-            if passed_back and tracer is not None:
-                tracer.fail("a compiled model's output that reaches a gradient received none")
-                sources = None
             totals, taken = [], set()
             for k in edges:
                 held = running_sums.get(k)
@@ -710,15 +707,14 @@ class CompiledBackward:
             held_sources = ([("tensor", running_sums[k][0]) if k in running_sums
                              else ("constant", np.full(self._grad_meta[k][0], -0.0, self._grad_meta[k][1]))
                              for k in edges] if sources is not None else None)
+            by_edge = {k: make(total, False, None) for k, total in zip(edges, totals)}
+            for k in passed_back:   # what the engine held goes back as it was, copied (before the sums are
+                tensor, owned = running_sums[k]   # added in place) if not its own: the engine may add into it
+                by_edge[k] = tensor if owned and id(tensor._data) not in taken else tensor.clone()
             replay.run(inputs, captured + totals, list(scalars))
             for note in self.trace.reductions:
                 note()
-            by_edge = dict(zip(edges, totals))
-            for k in passed_back:   # what the engine held goes back as it was (copied if not its own:
-                tensor, owned = running_sums[k]   # the engine may add into what it gets back)
-                by_edge[k] = tensor._data if owned else tensor._data.copy()
-            returned = tuple(make(by_edge[k], False, None) if k in by_edge else None
-                             for k in range(len(self.grad_results)))
+            returned = tuple(by_edge.get(k) for k in range(len(self.grad_results)))
             if sources is not None:
                 self._record_run(tracer, graph, sources, grads, scalars, held_sources,
                                  [(graph.writebacks[i][0], returned[k]) for i, k in enumerate(edges)])

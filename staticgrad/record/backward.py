@@ -533,22 +533,24 @@ class CompiledBackward:
         received = tuple(g is not None for g in grads)
         found = self._with_sums.get(received)
         if found is None:
-            base, absent = self._recorded, frozenset()
-            if not all(received):
-                placeholders = self._recorded.inputs[self._n_saved:]
-                missing = {v for v, got in zip(placeholders, received) if not got}
-                base, absent = without_unused_outputs(self._recorded, set(placeholders), missing)
+            base, absent = self._without_missing(received)
             unreached = self._unreached(grads)
             grads_here = [None if index is None or index in absent or k in unreached else base.results[index]
                           for k, index in enumerate(self.grad_results)]
             chains = running_sums(base.ops, grads_here, self.trace.gradient_sums)
             graph = with_running_sums(base, chains, grads_here)
-            optimized, _, _ = run_pipeline(graph)
-            program = plan_program(optimized)
-            program.consumes_inputs = True
             edges = [k for k, g in enumerate(grads_here) if g is not None]
-            found = self._with_sums[received] = (graph, CompiledReplay(program, generate(program)), edges)
+            found = self._with_sums[received] = (graph, _backward_replay(graph), edges)
         return found
+
+    def _without_missing(self, received: tuple) -> tuple:
+        """(graph, absent result positions): the recorded backward without the paths of the outputs
+        ``received`` marks False (``without_unused_outputs``); the recorded one when all received."""
+        if all(received):
+            return self._recorded, frozenset()
+        placeholders = self._recorded.inputs[self._n_saved:]
+        missing = {v for v, got in zip(placeholders, received) if not got}
+        return without_unused_outputs(self._recorded, set(placeholders), missing)
 
     def share_saved_duplicates(self, graph: Graph, n_outputs: int, *others: Graph) -> list:
         """After the forward's passes merged equal values (16 ``t`` of one LSTM weight, one per
@@ -740,13 +742,8 @@ class CompiledBackward:
         received = tuple(g is not None for g in grads)
         found = self._partial.get(received)
         if found is None:
-            placeholders = self._recorded.inputs[self._n_saved:]
-            missing = {v for v, got in zip(placeholders, received) if not got}
-            graph, absent = without_unused_outputs(self._recorded, set(placeholders), missing)
-            optimized, _, _ = run_pipeline(graph)
-            program = plan_program(optimized)
-            program.consumes_inputs = True
-            found = self._partial[received] = (graph, CompiledReplay(program, generate(program)), absent)
+            graph, absent = self._without_missing(received)
+            found = self._partial[received] = (graph, _backward_replay(graph), absent)
         return found
 
     def _unreached(self, grads: tuple) -> frozenset:
@@ -763,6 +760,15 @@ class CompiledBackward:
         inputs = [("array", a) for a in saved]
         inputs += [("tensor", g) if g is not None else ("constant", zeros) for g, zeros in zip(grads, incoming)]
         tracer.on_compiled_backward(graph, inputs, [("array", a) for a in captured] + held, scalars, returned)
+
+
+def _backward_replay(graph: Graph) -> CompiledReplay:
+    """A backward program compiled to replay: passes, buffer plan, generated code; it frees each
+    saved value after its last use."""
+    optimized, _, _ = run_pipeline(graph)
+    program = plan_program(optimized)
+    program.consumes_inputs = True
+    return CompiledReplay(program, generate(program))
 
 
 def _as_engine_gradients(arrays: list, incoming: tuple) -> tuple:

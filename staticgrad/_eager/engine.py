@@ -273,6 +273,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             # (a double backward's node returns gradients with a graph: the engine adds them itself)
             sums = (_running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges
                     and not create_graph else None)
+            # (read before the node runs: a compiled node rebuilt by a double backward is rewired by its run)
+            edges, input_meta = node.next_functions, node._input_meta
             grads_out = (apply_node(node, grads_in, sums, release=not retain_graph)
                          if any(g is not None for g in grads_in) and (outside is None or id(node) not in outside)
                          else None)
@@ -283,8 +285,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                     hook(grads_out, tuple(grads_in))
             leaves = None
             given = None   # ids of the gradients seen so far: one returned twice is not owned
-            input_meta = node._input_meta
-            for i, (nxt, nr) in enumerate(node.next_functions):
+            for i, (nxt, nr) in enumerate(edges):
                 if nxt is None:
                     continue
                 g = grads_out[i] if grads_out is not None else None

@@ -17,6 +17,7 @@ argument computed by eager code passes its gradient on into the eager graph befo
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 
@@ -488,6 +489,8 @@ class CompiledBackward:
         self.opdef = OpDef(f"compiled_function_{next(_numbers)}", _no_forward, "other", NODE_NAME, self._backward,
                            tuple(Save(name, 0) for name in names), backward_reads_arrays=True,
                            running_sum_edges=tuple(self._sum_edges))
+        # the op of a node a double backward rewired to its call's rebuilt graph (_pass_on_to)
+        self.pass_on = OpDef(f"{self.opdef.name}_rebuilt", _no_forward, "other", NODE_NAME, self._passed_on, ())
 
     def _rebuilt_backward(self, grads: tuple, attrs: dict) -> tuple:
         """A double backward (create_graph=True): the call's graph rebuilt by running its function
@@ -516,7 +519,15 @@ class CompiledBackward:
         wrt = [flat[ref] if kind == "input" else ref for kind, ref in self.trace.wrt]
         incoming = [g if g is not None else Tensor._make(np.zeros(o._data.shape, o._data.dtype), False, None)
                     for g, o in zip(grads, outputs)]
-        return tuple(engine.grad(outputs, wrt, grad_outputs=incoming, create_graph=True, allow_unused=True))
+        grads_out = tuple(engine.grad(outputs, wrt, grad_outputs=incoming, create_graph=True, allow_unused=True))
+        node = attrs["node"]()
+        if node is not None:
+            _pass_on_to(node, outputs, self.pass_on)
+        return grads_out
+
+    def _passed_on(self, F, grad, saved, attrs, needs):
+        """The backward of a node rewired to its call's rebuilt graph: the gradients go on as they are."""
+        return grad if isinstance(grad, tuple) else (grad,)
 
     def release_idle_arenas(self) -> None:
         """Free the arenas of this backward's programs that no call is using (a recording of the
@@ -607,6 +618,8 @@ class CompiledBackward:
             attrs["call"] = (call, flat, [t._version_counter[0] for t in flat],
                              [t._version_counter[0] for t in self.rebuild.captured])
         node = Node(self.opdef, attrs, edges, meta, len(self.trace.outputs))
+        if "call" in attrs:
+            attrs["node"] = weakref.ref(node)   # a double backward rewires it (_pass_on_to)
         live_nodes.add(node)
         saved = {}
         plain = SavedTensor.of_array
@@ -843,6 +856,24 @@ def without_unused_outputs(graph: Graph, gradients: set, missing: set) -> tuple:
 
 def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
+
+
+def _pass_on_to(node, outputs: list, op: OpDef) -> None:
+    """Rewire a compiled node to the rebuilt graph of its call (``outputs``: the rebuilt differentiable
+    outputs, in the node's order). Later backwards through it then join that graph, where the double
+    backward's paths run too, so that the two add up inside one graph as in eager (the node's own
+    program and the rebuilt graph, run apart, would add their sums in another order)."""
+    node.op = op
+    # it runs as soon as it is ready (first in the queue, as a leaf's accumulation): eager has no node
+    # here, and its gradient went on into the graph the moment its producer ran
+    node._seq = float("inf")
+    node.next_functions = tuple((o.grad_fn, o._output_nr) if o.grad_fn is not None
+                                else (grad_accumulator(o), 0) if o._requires_grad else (None, 0) for o in outputs)
+    node._input_meta = tuple((o._data.shape, o._data.dtype) if o._requires_grad else None for o in outputs)
+    node.attrs = {}
+    node._saved = None
+    node._freeable = ()
+    live_nodes.discard(node)
 
 
 def compile_backward(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: list,

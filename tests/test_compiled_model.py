@@ -159,6 +159,34 @@ def test_double_backward_through_the_node_rebuilds_the_graph_as_eager():
     assert forward.stats.replays == 2
 
 
+def test_a_double_backward_leaves_out_the_outputs_the_loss_did_not_use():
+    """create_graph=True through the node when the loss uses one output: a parameter only the unused
+    output reaches gets no gradient (None, as eager's engine never reaches it), not zeros from a
+    zero-filled incoming gradient; the penalty and the final gradients are eager's bit for bit."""
+    rng = np.random.default_rng(3)
+    starts = [rng.standard_normal(3), rng.standard_normal(3)]
+    xs = [rng.standard_normal(3) for _ in range(4)]
+
+    def run(compiled):
+        p0, p1 = (sg.tensor(a.copy(), requires_grad=True) for a in starts)
+
+        def forward(x):
+            return (x + p0).sigmoid(), F.log_softmax(x, dim=0) * p1
+
+        f = sg.compile(forward) if compiled else forward
+        shots = []
+        for x in xs:
+            p0.grad = p1.grad = None
+            loss = (f(sg.tensor(x))[1] * 2.0).sum()
+            g0, g1 = sg.autograd.grad(loss, [p0, p1], create_graph=True, allow_unused=True)
+            assert g0 is None
+            ((g1 * g1).sum() + loss).backward()
+            shots.append((p0.grad, p1.grad.numpy().tobytes()))
+        return shots
+
+    assert run(True) == run(False)
+
+
 def test_an_input_gradient_penalty_through_a_compiled_model_trains_as_eager():
     """A critic's gradient penalty on its input (WGAN-GP): grad of the score with respect to x with
     create_graph=True, then the score plus the penalty backpropagated and an optimizer step, every

@@ -16,7 +16,7 @@ import numpy as np
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import F
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import AccumulateGrad, _RemovableHandle, grad_accumulator
+from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, grad_accumulator, resolved
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, bump_grad_epoch
 from staticgrad.ops import OPS
@@ -24,7 +24,7 @@ from staticgrad.ops import OPS
 
 def _root_edge(t: Tensor, index: int):
     if t.grad_fn is not None:
-        return t.grad_fn, t._output_nr
+        return resolved(t.grad_fn, t._output_nr)
     if t._requires_grad:
         return grad_accumulator(t), 0
     raise RuntimeError(f"element {index} of tensors does not require grad and does not have a grad_fn")
@@ -165,7 +165,7 @@ def input_edge(t: Tensor):
     if not isinstance(t, Tensor):
         raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
     if t.grad_fn is not None:
-        return t.grad_fn, t._output_nr
+        return resolved(t.grad_fn, t._output_nr)
     if not t._requires_grad:
         raise RuntimeError("One of the differentiated Tensors does not require grad")
     return grad_accumulator(t), 0
@@ -178,7 +178,9 @@ def _discover(root_nodes):
     stack = list(seen)
     while stack:
         node = stack.pop()
-        for nxt, _ in node.next_functions:
+        for nxt, nr in node.next_functions:
+            if type(nxt) is PassOn:
+                nxt, nr = resolved(nxt, nr)
             if nxt is not None:
                 deps[nxt] = deps.get(nxt, 0) + 1
                 if nxt not in seen:
@@ -194,16 +196,20 @@ def _nodes_to_execute(root_nodes, target_nodes):
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            reaches[node] = node in target_nodes or any(
-                reaches.get(n, False) for n, _ in node.next_functions if n is not None)
+            reaches[node] = node in target_nodes or any(reaches.get(n, False) for n in _inputs_of(node))
             continue
         if node in reaches:
             continue
         stack.append((node, True))
-        for n, _ in node.next_functions:
-            if n is not None and n not in reaches:
+        for n in _inputs_of(node):
+            if n not in reaches:
                 stack.append((n, False))
-    return {node for node in reaches if any(reaches.get(n, False) for n, _ in node.next_functions if n is not None)}
+    return {node for node in reaches if any(reaches.get(n, False) for n in _inputs_of(node))}
+
+
+def _inputs_of(node) -> list:
+    """The nodes a node's gradients go to (past PassOn nodes)."""
+    return [n for n, _ in (resolved(*edge) for edge in node.next_functions) if n is not None]
 
 
 def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tensors, accumulate, sink=None,
@@ -286,6 +292,8 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
             leaves = None
             given = None   # ids of the gradients seen so far: one returned twice is not owned
             for i, (nxt, nr) in enumerate(edges):
+                if type(nxt) is PassOn:
+                    nxt, nr = resolved(nxt, nr)
                 if nxt is None:
                     continue
                 g = grads_out[i] if grads_out is not None else None
@@ -381,7 +389,7 @@ def _running_sums(node, buffers: dict) -> dict | None:
     buffer's (in place, where the engine owns it)."""
     sums = None
     for i in node.op.running_sum_edges:
-        nxt, nr = node.next_functions[i]
+        nxt, nr = resolved(*node.next_functions[i])
         buf = buffers.get(nxt)
         if buf is not None and nr in buf:
             if sums is None:

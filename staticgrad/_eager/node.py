@@ -357,6 +357,26 @@ class ReleasedNode(Node):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
 
+class PassOn(Node):
+    """A node whose gradients go on unchanged along its edges: a compiled call whose graph a double
+    backward rebuilt, rewired to the rebuilt outputs. The engine follows its edges in its place, so
+    that what reaches it joins the rebuilt graph's buffers as each gradient comes, as in eager."""
+
+    __slots__ = ()
+
+
+def resolved(node, nr: int) -> tuple:
+    """The edge ``(node, nr)`` past any PassOn nodes: where a gradient sent along it is added."""
+    while type(node) is PassOn:
+        node, nr = node.next_functions[nr]
+    return node, nr
+
+
+def next_sequence_number() -> int:
+    """A sequence number no node made so far has (nodes made later get larger ones)."""
+    return next(_sequence)
+
+
 def walk(starts):
     """Every node reachable from ``starts`` once, depth first with each node's inputs in order
     (the order a printed tree reads); nodes of several starts are shared, not repeated."""

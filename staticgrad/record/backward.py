@@ -25,7 +25,15 @@ import numpy as np
 
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import AccumulateGrad, Node, SavedTensor, grad_accumulator, graph_is_live
+from staticgrad._eager.node import (
+    AccumulateGrad,
+    Node,
+    PassOn,
+    SavedTensor,
+    grad_accumulator,
+    graph_is_live,
+    next_sequence_number,
+)
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.compiler.analysis import alias_roots
@@ -514,13 +522,16 @@ class CompiledBackward:
                                "its graph cannot be rebuilt by running the compiled function again. Differentiate "
                                "the uncompiled function for higher-order gradients")
         (args, kwargs), flat, _, _ = attrs["call"]
+        first = next_sequence_number()
         out, _ = flatten_outputs(rebuild.fn(*args, **kwargs))
         outputs = [out[i] for i in self.trace.outputs]
-        wrt = [flat[ref] if kind == "input" else ref for kind, ref in self.trace.wrt]
-        incoming = [g if g is not None else Tensor._make(np.zeros(o._data.shape, o._data.dtype), False, None)
-                    for g, o in zip(grads, outputs)]
-        grads_out = tuple(engine.grad(outputs, wrt, grad_outputs=incoming, create_graph=True, allow_unused=True))
         node = attrs["node"]()
+        if node is not None:   # the rebuilt nodes take the call's place in the engine's order
+            _renumber_between(outputs, first, node._seq)
+        wrt = [flat[ref] if kind == "input" else ref for kind, ref in self.trace.wrt]
+        used = [(o, g) for o, g in zip(outputs, grads) if g is not None]   # as eager, without the unused paths
+        grads_out = tuple(engine.grad([o for o, _ in used], wrt, grad_outputs=[g for _, g in used], create_graph=True,
+                                      allow_unused=True))
         if node is not None:
             _pass_on_to(node, outputs, self.pass_on)
         return grads_out
@@ -858,15 +869,31 @@ def _no_forward(*arrays, out=None, **attrs):
     raise RuntimeError(f"{NODE_NAME} has no eager forward: it is made by a compiled function's replay")
 
 
+def _renumber_between(outputs: list, first: int, call: int) -> None:
+    """Give the nodes made from sequence number ``first`` on behind ``outputs`` (a call's graph rebuilt
+    by a double backward) numbers between the call's node's and the one before, in their order: the
+    engine runs them where it would have run the call's own eager graph, among the nodes made before
+    and after the call."""
+    made, seen, stack = [], set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node in seen or type(node) is not Node or node._seq < first:
+            continue
+        seen.add(node)
+        made.append(node)
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    made.sort(key=lambda node: node._seq)
+    for k, node in enumerate(made):
+        node._seq = call - 1 + (k + 1) / (len(made) + 1)
+
+
 def _pass_on_to(node, outputs: list, op: OpDef) -> None:
     """Rewire a compiled node to the rebuilt graph of its call (``outputs``: the rebuilt differentiable
     outputs, in the node's order). Later backwards through it then join that graph, where the double
     backward's paths run too, so that the two add up inside one graph as in eager (the node's own
     program and the rebuilt graph, run apart, would add their sums in another order)."""
+    node.__class__ = PassOn   # the engine follows its edges in its place
     node.op = op
-    # it runs as soon as it is ready (first in the queue, as a leaf's accumulation): eager has no node
-    # here, and its gradient went on into the graph the moment its producer ran
-    node._seq = float("inf")
     node.next_functions = tuple((o.grad_fn, o._output_nr) if o.grad_fn is not None
                                 else (grad_accumulator(o), 0) if o._requires_grad else (None, 0) for o in outputs)
     node._input_meta = tuple((o._data.shape, o._data.dtype) if o._requires_grad else None for o in outputs)

@@ -119,6 +119,40 @@ def test_lstm_loops_compile_once_for_eager_and_replay():
                           compiled_model.lstm.weight_hh_l0.detach().numpy())
 
 
+def test_the_embedding_gradients_loop_compiles_once_for_eager_and_replay():
+    """Positions made inside the step are a replay's read-only constant, a token batch a writable
+    array: the loop adding an embedding's gradient rows gets both as read-only views, so it
+    compiles once per dtype, not once per mix of read-only and writable arguments."""
+    from staticgrad.ops import scatter_loops
+
+    class Model(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens, self.positions = sg.nn.Embedding(10, 4), sg.nn.Embedding(6, 4)
+
+        def forward(self, x):
+            return self.tokens(x) + self.positions(sg.arange(x.shape[1]))
+
+    class Last(sg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Model()
+
+        def forward(self, x):
+            return self.model(x)[:, -1, :3]
+
+    eager_model, eager, compiled_model, compiled = _twin_steps(Last, lambda p: sg.optim.SGD(p, lr=0.1))
+    sg.manual_seed(3)
+    for _ in range(4):
+        x, y = sg.randint(0, 10, (2, 5)), sg.randn(2, 3)
+        assert _bits(eager(x, y)) == _bits(compiled(x, y))
+    assert compiled.stats.replays >= 2
+    kinds = [tuple(a.dtype for a in signature) for signature in scatter_loops.add_rows.signatures]
+    assert len(kinds) == len(set(kinds)), f"add_rows compiled twice for one dtype: {scatter_loops.add_rows.signatures}"
+    for pe, pc in zip(eager_model.parameters(), compiled_model.parameters()):
+        assert _bits(pe) == _bits(pc)
+
+
 def test_kernels_running_one_loop_nest_share_its_compiled_function():
     from staticgrad.compiler.codegen import kernel_source
     from staticgrad.compiler.ir import FusedKernel, FusedLoop

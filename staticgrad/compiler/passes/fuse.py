@@ -6,7 +6,7 @@ merge into one multi-loop kernel, except groups whose kernel the program runs mo
 optimizer's update of each parameter), which share that kernel. Only ops with an exact scalar
 expression join, so fused replay computes what eager computes, bit for bit.
 
-Heuristics, each measured on the bench MLP (the last on the bench LM):
+Heuristics, each measured on the bench MLP (repeated kernels on the bench LM):
 - MIN_GROUP = 2: a lone op stays a NumPy call; a kernel call costs about what one same-shape ufunc
   call does (0.4-0.7 us vs 0.5 us), so fusing pays only when it removes calls. Except a lone op that
   broadcasts (a bias add): NumPy's broadcasting loop is slow (1.3 us vs 0.4 us at 32x64, 6.6 us vs

@@ -219,26 +219,26 @@ def test_concurrent_first_loads_share_one_kernel(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["__pycache__", f"{name}.py"]
 
 
-# Compiled SGD(momentum) steps on MLPs of the widths in argv: their update kernels share loop
-# nests (the weights' update in a kernel of each step). Prints the kernels' cache hits and misses.
-STEPS = """
+# Kernels that run one loop nest twice and three times (as a kernel merging two same-shaped updates
+# does), loaded and called in the order of argv's names. Prints the kernels' cache hits and misses.
+SHARED_LOOP_KERNELS = """
 import collections, json, sys, warnings
+import numpy as np
 import staticgrad as sg
-from staticgrad.bench.models import training_step
-from staticgrad.runtime.kernels import loaded_kernels
+from staticgrad.compiler.codegen import kernel_source
+from staticgrad.compiler.ir import FusedKernel, FusedLoop
+from staticgrad.runtime.kernels import load_kernel, loaded_kernels
 
-def train(widths):
-    sg.manual_seed(0)
-    layers = [layer for a, b in zip(widths, widths[1:]) for layer in (sg.nn.Linear(a, b), sg.nn.Tanh())]
-    model = sg.nn.Sequential(*layers[:-1])
-    step = sg.compile(training_step(sg, model, sg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)))
-    for _ in range(3):
-        step(sg.randn(4, widths[0]), sg.randn(4, widths[-1]))
-
+neg = FusedLoop(ndim=1, dtype="float64", dims=(0,), loads=((("in", 0), (0,)),),
+                body=(("neg", (("in", 0),), ()),), stores=((0, 0, (0,)),), sums=())
+repeats = {"twice": 2, "thrice": 3}
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     for arg in sys.argv[1:]:
-        train([int(w) for w in arg.split(",")])
+        kernel = FusedKernel(loops=(neg,) * repeats[arg], n_inputs=1, n_outputs=1, n_scalars=0, n_dims=1)
+        x, out = np.arange(5.0), np.empty(5)
+        load_kernel(*kernel_source(kernel)[:2])(x, out)
+        assert np.array_equal(out, -x)
 kernels = [kernel for kernel in loaded_kernels().values() if kernel.signatures]
 loops = collections.Counter(n for kernel in kernels for n in kernel.py_func.__globals__ if n.startswith("loop_"))
 print(json.dumps({"staticgrad": sg.__file__, "kernels": len(kernels),
@@ -253,11 +253,11 @@ def test_a_kernel_sharing_a_loop_loads_without_the_kernel_it_was_compiled_after(
     """A kernel whose loop nest another kernel defined first in the compiling process must load
     from the cache in a process that never loads that other kernel (or loads it later)."""
     cache = tmp_path / "kernels"
-    first = run_child(tmp_path, cache, STEPS, "8,16,3", "8,16,16,3")
-    assert first["misses"] == first["kernels"] and not first["warnings"], first
-    for order in (["8,16,16,3"], ["8,16,16,3", "8,16,3"]):
-        report = run_child(tmp_path, cache, STEPS, *order)
+    first = run_child(tmp_path, cache, SHARED_LOOP_KERNELS, "twice", "thrice")
+    assert first["misses"] == first["kernels"] == 2 and not first["warnings"], first
+    for order in (["thrice"], ["thrice", "twice"]):
+        report = run_child(tmp_path, cache, SHARED_LOOP_KERNELS, *order)
         assert report["misses"] == 0 and report["hits"] == report["kernels"], (order, report)
         assert report["warnings"] == [], (order, report)
-    both = run_child(tmp_path, cache, STEPS, "8,16,16,3", "8,16,3")
-    assert both["shared"], "two kernels of the steps should run one shared loop nest"
+    both = run_child(tmp_path, cache, SHARED_LOOP_KERNELS, "thrice", "twice")
+    assert both["shared"], "the two kernels should run one shared loop nest"

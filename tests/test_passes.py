@@ -147,6 +147,20 @@ def test_fusion_groups_exact_elementwise_chains_with_an_outer_sum_epilogue():
     same_numbers(graph, fused, plan, [x])
 
 
+def test_fusion_keeps_a_repeated_kernel_apart_and_merges_the_others():
+    """Two chains with one kernel structure (on other arrays) stay two calls of that kernel, so it
+    compiles once; the adjacent chains that occur once merge into one kernel running both loops."""
+    a, b, c, d = (sg.randn(4, 3) for _ in range(4))
+    graph, plan = record(lambda a, b, c, d: (a * 2 + 1, b * 2 + 1, c * 3 - d, (a - d) * c), a, b, c, d)
+    graph, _ = eliminate_dead_code(graph)
+    fused, changed = fuse_elementwise(graph)
+    kernels = [op.attr_dict["kernel"] for op in fused.ops if op.op == "fused"]
+    assert changed and [len(k.loops) for k in kernels] == [1, 1, 2]
+    assert kernels[0] == kernels[1] != kernels[2]
+    verify(fused)
+    same_numbers(graph, fused, plan, [a, b, c, d])
+
+
 def test_fusion_leaves_transcendentals_to_numpy():
     x = sg.randn(4, 4)
     graph, _ = record(lambda a: (a * 2).tanh().exp() * 3, x)

@@ -337,13 +337,22 @@ def _embedding_bw(g, indices, out=None, num_weights=0, padding_idx=-1):
         rows, flat = rows[keep], flat[keep]
     result = np.zeros((num_weights, g.shape[-1]), dtype=g.dtype)
     if rows.dtype.char in "fd" and flat.size:   # np.add.at's additions in its order, in a Numba loop
-        _row_adder()(result, flat, rows)
+        _row_adder()(result, _read_only(flat), _read_only(rows))
     else:
         np.add.at(result, flat, rows)
     return _into(result, out)
 
 
 _ADD_ROWS = None
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of an array the loop only reads: Numba compiles a loop once per mix of
+    read-only and writable arguments, and a replay's indices may be a read-only constant, so the
+    loop always gets read-only views and compiles once."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _row_adder():

@@ -159,3 +159,8 @@ from staticgrad._eager.linalg_more import (addbmm, addmv, addmv_, addr, baddbmm,
 from staticgrad._eager.indexing_more import argwhere, masked_scatter, take
 from staticgrad._eager.math_extra import frexp, gcd, gcd_, isin, lcm, lcm_, ldexp, ldexp_, logaddexp2, normal
 from staticgrad._eager.integrals import corrcoef, cov, cumulative_trapezoid, trapezoid, trapz
+
+# NumPy's keyword names (axis=, keepdims=) on the functions PyTorch binds natively.
+from staticgrad._eager.arguments import install_numpy_keyword_names as _install_numpy_keyword_names
+
+_install_numpy_keyword_names(globals())

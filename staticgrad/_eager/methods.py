@@ -230,3 +230,11 @@ for _table in (_LINALG_MORE_METHODS, _INDEXING_MORE_METHODS, _MATH_EXTRA_METHODS
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)
+
+# NumPy's keyword names (axis=, keepdims=) on the methods PyTorch binds natively.
+from staticgrad._eager.arguments import NUMPY_KEYWORD_NAMES, numpy_keyword_names  # noqa: E402
+
+for _name in NUMPY_KEYWORD_NAMES:
+    if _name in METHODS:
+        METHODS[_name] = numpy_keyword_names(METHODS[_name])
+        setattr(Tensor, _name, METHODS[_name])

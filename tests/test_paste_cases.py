@@ -1,0 +1,78 @@
+"""Op-level cases as other libraries' test suites write them in PyTorch, each against torch: NumPy's
+keyword names (``axis=``, ``keepdims=``) on the natively bound functions and methods."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+from tests.oracle import compare
+
+torch = pytest.importorskip("torch")
+
+X = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+
+
+# ---- axis= for dim=, keepdims= for keepdim= -----------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin", "logsumexp", "nansum", "nanmean",
+                                  "std", "var", "softmax", "log_softmax", "cumsum", "cumprod", "logcumsumexp"])
+def test_reductions_take_axis_as_method_and_function(name):
+    compare(lambda lib, x: getattr(x, name)(axis=1), [X])
+    compare(lambda lib, x: getattr(lib, name)(x, axis=-1), [X])
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin", "logsumexp", "std", "var", "all", "any",
+                                  "argmax", "argmin", "median", "nansum", "nanmean"])
+def test_reductions_take_keepdims_with_dim_or_axis(name):
+    compare(lambda lib, x: getattr(x, name)(dim=1, keepdims=True), [X])
+    compare(lambda lib, x: getattr(x, name)(axis=(1) if name in ("argmax", "argmin", "median", "all", "any",
+                                                                    "prod") else (0, 2), keepdims=True), [X])
+
+
+def test_max_min_with_keepdims_return_values_and_indices():
+    compare(lambda lib, x: list(x.max(axis=2, keepdims=True)), [X])
+    compare(lambda lib, x: list(lib.min(x, 0, keepdims=True)), [X])
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, x: x.squeeze(axis=0),
+    lambda lib, x: x.unsqueeze(axis=-1),
+    lambda lib, x: list(x.sort(axis=1)),
+    lambda lib, x: x.argsort(axis=0),
+    lambda lib, x: list(x.topk(2, axis=1)),
+    lambda lib, x: list(x.chunk(2, axis=2)),
+    lambda lib, x: list(x.unbind(axis=1)),
+    lambda lib, x: lib.cat([x, x], axis=1),
+    lambda lib, x: lib.stack([x, x], axis=-1),
+    lambda lib, x: x.diff(axis=1),
+    lambda lib, x: list(x.kthvalue(2, axis=1)),
+])
+def test_shape_and_order_ops_take_axis(call):
+    compare(call, [X[:1]])
+
+
+def test_python_level_functions_do_not_take_axis():
+    """PyTorch's Python-level functions (split, norm, unflatten, F.softmax) keep their own names only."""
+    for lib in (torch, sg):
+        x = lib.tensor(X)
+        with pytest.raises(TypeError):
+            x.split(1, axis=0)
+        with pytest.raises(TypeError):
+            lib.nn.functional.softmax(x, axis=0)
+
+
+def test_dim_and_axis_together_is_a_type_error():
+    for lib in (torch, sg):
+        with pytest.raises(TypeError):
+            lib.tensor(X).sum(dim=0, axis=0)
+
+
+@pytest.mark.parametrize("name", ["sum", "cat", "median", "cumsum"])
+def test_functions_with_numpy_names_still_pickle_by_name(name):
+    import pickle
+    for lib in (torch, sg):
+        f = getattr(lib, name)
+        assert pickle.loads(pickle.dumps(f)) is f
+    assert pickle.loads(pickle.dumps(sg.Tensor.sum)) is sg.Tensor.sum

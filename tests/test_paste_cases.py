@@ -76,3 +76,48 @@ def test_functions_with_numpy_names_still_pickle_by_name(name):
         f = getattr(lib, name)
         assert pickle.loads(pickle.dumps(f)) is f
     assert pickle.loads(pickle.dumps(sg.Tensor.sum)) is sg.Tensor.sum
+
+
+# ---- gather with an index smaller than the input ------------------------------------------------------
+
+IDX = np.random.default_rng(1).integers(0, 3, size=(3, 4, 5))
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_gather_reads_the_leading_block_where_the_index_is_smaller(dim):
+    data = np.random.default_rng(2).standard_normal((4, 5, 6)).astype(np.float32)
+    compare(lambda lib, x, i: x.gather(dim, i), [data, IDX], requires_grad=[True, False])
+
+
+@pytest.mark.parametrize("shape,index", [
+    ((4, 5, 6), [1]),                                 # fewer dims
+    ((2, 1, 1), IDX),                                 # larger than the input outside dim
+    ((4, 5, 6), np.full((2, 2, 2), 7)),               # out of range
+    ((4, 5, 6), np.full((2, 2, 2), -1)),              # negative
+    ((4, 5, 6), np.zeros((2, 2, 2), np.float32)),     # not an integer index
+])
+def test_gather_refuses_what_pytorch_refuses(shape, index):
+    from tests.oracle import same_error
+    same_error(lambda lib, i: lib.zeros(shape).gather(0, lib.tensor(i)), np.asarray(index))
+
+
+def test_gather_with_a_smaller_index_replays_bit_for_bit():
+    index = sg.tensor(IDX[:, :2, :3])
+    w = sg.tensor(np.random.default_rng(3).standard_normal((4, 5, 6)).astype(np.float32), requires_grad=True)
+
+    def step(x):
+        y = (x * w).gather(1, index)
+        (y * y).sum().backward()
+        return y
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        x = sg.tensor(np.random.default_rng(10 + call).standard_normal((4, 5, 6)).astype(np.float32))
+        w.grad = None
+        y_eager = step(x)
+        g_eager = w.grad.numpy().copy()
+        w.grad = None
+        y_comp = compiled(x)
+        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

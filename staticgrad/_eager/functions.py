@@ -396,7 +396,17 @@ def logsumexp(input, dim, keepdim=False):
 def gather(input, dim, index):
     require_tensor(input, "gather")
     require_tensor(index, "gather", "index", 3)
-    return dispatch(_op("gather"), (input, index), {"dim": _normalize_dim(dim, input._data.ndim)})
+    d = _normalize_dim(dim, input._data.ndim)
+    if index._data.dtype.name not in ("int64", "int32"):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    shape, ishape = input._data.shape, index._data.shape
+    if len(ishape) != len(shape) and not (len(ishape) <= 1 and len(shape) <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for k in range(len(ishape) if shape else 0):
+        if k != d and ishape[k] > shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ishape)} to be no larger "
+                               f"than self {list(shape)} apart from dimension {d}")
+    return dispatch(_op("gather"), (input, index), {"dim": d})
 
 
 # ---- matrix products --------------------------------------------------------------------------

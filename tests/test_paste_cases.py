@@ -121,3 +121,38 @@ def test_gather_with_a_smaller_index_replays_bit_for_bit():
         assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
         assert w.grad.numpy().tobytes() == g_eager.tobytes()
     assert compiled.stats.replays >= 1
+
+
+# ---- torch.where with two Python numbers ----------------------------------------------------------
+
+@pytest.mark.parametrize("a,b", [(4, 2), (4.0, 2), (1, 2.5), (True, False), (True, 2), (-3, 0.5)])
+def test_where_with_two_numbers_takes_their_tensor_dtype(a, b):
+    cond = np.array([[True, False, True], [False, False, True]])
+    compare(lambda lib, c: lib.where(c, a, b), [cond], requires_grad=[False])
+    compare(lambda lib, c: lib.where(c > 0.5, a, b).permute(1, 0), [cond.astype(np.float32)], requires_grad=[False])
+
+
+def test_where_with_two_numbers_follows_the_default_dtype_and_replays():
+    previous = sg.get_default_dtype()
+    try:
+        sg.set_default_dtype(sg.float64)
+        assert sg.where(sg.tensor([True, False]), 1.5, 0).dtype == sg.float64
+    finally:
+        sg.set_default_dtype(previous)
+    w = sg.tensor(np.linspace(-1, 1, 6, dtype=np.float32), requires_grad=True)
+
+    def step(x):
+        y = w * sg.where(x > 0, 2.0, -1)
+        y.sum().backward()
+        return y
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        x = sg.tensor(np.random.default_rng(call).standard_normal(6).astype(np.float32))
+        w.grad = None
+        y_eager, g_eager = step(x), w.grad.numpy().copy()
+        w.grad = None
+        y_comp = compiled(x)
+        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

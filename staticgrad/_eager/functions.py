@@ -223,6 +223,13 @@ def logical_and(input, other):
 def where(condition, input, other):
     require_tensor(condition, "where", "condition")
     like = input if isinstance(input, Tensor) else other
+    if not isinstance(like, Tensor):  # two Python numbers: the dtype they would have as tensors together
+        values = (as_scalar(input), as_scalar(other))
+        if any(isinstance(v, float) for v in values):
+            dtype = _dtypes.default_float().np
+        else:
+            dtype = np.dtype(np.bool_) if all(isinstance(v, bool) for v in values) else np.dtype(np.int64)
+        input, other = (dispatch(_op("full"), (), {"shape": (), "value": v, "dtype": dtype}) for v in values)
     if not isinstance(input, Tensor):
         input = full_like_scalar(like, input)
     if not isinstance(other, Tensor):

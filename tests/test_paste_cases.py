@@ -156,3 +156,42 @@ def test_where_with_two_numbers_follows_the_default_dtype_and_replays():
         assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
         assert w.grad.numpy().tobytes() == g_eager.tobytes()
     assert compiled.stats.replays >= 1
+
+
+# ---- pow's gradients at a zero base ---------------------------------------------------------------
+
+EXPONENTS = np.array([-2.0, -1.0, 0.0, -0.0, 0.3, 1.0, 2.0, 3.0, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("base", [0, 0.0, 0.7, -2])
+def test_number_to_a_tensor_power_has_pytorchs_gradient_at_zero(base):
+    compare(lambda lib, x: base ** x, [EXPONENTS], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("exponent", [0.0, -0.0, 0.3, -0.3, 2.0])
+def test_tensor_to_a_tensor_power_has_pytorchs_gradients_at_zero(exponent):
+    base = np.array([0.0, 0.0, -0.0, 1.5], np.float32)
+    powers = np.array([exponent, 0.0, exponent, exponent], np.float32)
+    compare(lambda lib, x, y: x ** y, [base, powers])
+
+
+def test_pow_gradients_at_zero_replay_bit_for_bit():
+    w = sg.tensor(np.array([0.0, 1.0, 2.0, 0.5], np.float32), requires_grad=True)
+
+    def step(x, y):
+        z = (w * x) ** (y * w) + 0 ** (y * w)
+        z.sum().backward()
+        return z
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        rng = np.random.default_rng(call)
+        x = sg.tensor(np.where(rng.random(4) < 0.5, 0, rng.random(4)).astype(np.float32))
+        y = sg.tensor(np.where(rng.random(4) < 0.5, 0, rng.random(4)).astype(np.float32))
+        w.grad = None
+        z_eager, g_eager = step(x, y), w.grad.numpy().copy()
+        w.grad = None
+        z_comp = compiled(x, y)
+        assert z_comp.detach().numpy().tobytes() == z_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

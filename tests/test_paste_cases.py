@@ -195,3 +195,57 @@ def test_pow_gradients_at_zero_replay_bit_for_bit():
         assert z_comp.detach().numpy().tobytes() == z_eager.detach().numpy().tobytes()
         assert w.grad.numpy().tobytes() == g_eager.tobytes()
     assert compiled.stats.replays >= 1
+
+
+# ---- more than four index tensors -----------------------------------------------------------------
+
+def _five_indices():
+    rng = np.random.default_rng(4)
+    return [rng.integers(-1, 1, (2, 1, 1, 1, 1)), rng.integers(0, 3, (1, 3, 1, 1, 1)),
+            rng.integers(-5, 5, (1, 1, 4, 1, 1)), rng.integers(0, 4, (2, 1, 1, 5, 1)),
+            rng.integers(0, 2, (1, 1, 1, 1, 6))]
+
+
+SIX_D = np.random.default_rng(5).standard_normal((2, 5, 6, 5, 3, 4)).astype(np.float32)
+
+
+def test_five_index_tensors_read_and_differentiate_as_pytorch():
+    compare(lambda lib, x, *idx: x[idx], [SIX_D, *_five_indices()], requires_grad=[True] + [False] * 5)
+    compare(lambda lib, x, *idx: x[idx[0], :, idx[2], idx[3], None, idx[4]], [SIX_D, *_five_indices()],
+            requires_grad=[True] + [False] * 5)
+
+
+def test_five_index_tensors_write_as_pytorch():
+    def write(lib, x, v, *idx):
+        y = x * 1
+        y[idx] = v
+        return y
+    compare(write, [SIX_D, np.float32(3.0) * np.ones((2, 3, 4, 5, 6, 4), np.float32), *_five_indices()],
+            requires_grad=[True, True] + [False] * 5)
+
+
+def test_nine_index_tensors_are_refused_with_a_clear_error():
+    x = sg.zeros((1,) * 9)
+    with pytest.raises(IndexError, match="at most 8 index tensors"):
+        x[(sg.tensor([0]),) * 9]
+
+
+def test_five_index_tensors_replay_bit_for_bit():
+    idx = tuple(sg.tensor(i) for i in _five_indices())
+    w = sg.tensor(SIX_D, requires_grad=True)
+
+    def step(x):
+        y = (w * x)[idx]
+        (y * y).sum().backward()
+        return y
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        x = sg.tensor(np.random.default_rng(20 + call).standard_normal(SIX_D.shape).astype(np.float32))
+        w.grad = None
+        y_eager, g_eager = step(x), w.grad.numpy().copy()
+        w.grad = None
+        y_comp = compiled(x)
+        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

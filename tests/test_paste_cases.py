@@ -249,3 +249,18 @@ def test_five_index_tensors_replay_bit_for_bit():
         assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
         assert w.grad.numpy().tobytes() == g_eager.tobytes()
     assert compiled.stats.replays >= 1
+
+
+# ---- range factories refuse bool ------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.linspace(5, 10, 3, dtype=lib.bool),
+    lambda lib: lib.linspace(5, 10, -1, dtype=lib.bool),    # the steps are checked first
+    lambda lib: lib.linspace(0, 1, 3, out=lib.zeros(3, dtype=lib.bool)),
+    lambda lib: lib.logspace(0, 1, 3, dtype=lib.bool),
+    lambda lib: lib.arange(2, dtype=lib.bool),
+    lambda lib: lib.arange(0, 3, -1, dtype=lib.bool),       # the dtype is checked first
+])
+def test_range_factories_refuse_bool_as_pytorch_does(make):
+    from tests.oracle import same_error
+    same_error(make)

@@ -289,6 +289,8 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None,
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     np_dtype = _dtypes.default_float().np if dtype is None else _dtypes.to_numpy_dtype(dtype)
+    if np_dtype == np.bool_ or (out is not None and out._data.dtype == np.bool_):
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
     if out is not None:   # computed in out's dtype, as PyTorch does, and written into out
         refuse_autograd("aten::linspace", out)
         if dtype is not None and np_dtype != out._data.dtype:

@@ -264,3 +264,35 @@ def test_five_index_tensors_replay_bit_for_bit():
 def test_range_factories_refuse_bool_as_pytorch_does(make):
     from tests.oracle import same_error
     same_error(make)
+
+
+# ---- nearest interpolation of uint8 images --------------------------------------------------------
+
+BYTES = np.random.default_rng(6).integers(0, 256, (2, 3, 13, 10)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("shape,size", [((2, 3, 13), (9,)), ((2, 3, 9), (20,)), ((2, 3, 13, 10), (9, 11)),
+                                        ((2, 3, 13, 10), (26, 20)), ((1, 2, 5, 2, 8), (3, 6, 4))])
+def test_uint8_interpolates_by_nearest_as_pytorch(mode, shape, size):
+    data = BYTES.reshape(-1)[:int(np.prod(shape))].reshape(shape)
+    compare(lambda lib, x: lib.nn.functional.interpolate(x, size=size, mode=mode), [data], requires_grad=[False],
+            atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype,mode", [("uint8", "area"), ("int32", "nearest"),
+                                        ("int64", "nearest-exact")])
+def test_other_integer_interpolations_stay_refused(dtype, mode):
+    for lib in (torch, sg):
+        with pytest.raises(NotImplementedError):
+            lib.nn.functional.interpolate(lib.ones((1, 1, 4, 4), dtype=getattr(lib, dtype)), size=(3, 3),
+                                          mode=mode)
+
+
+def test_uint8_nearest_interpolation_replays_bit_for_bit():
+    compiled = sg.compile(lambda x: sg.nn.functional.interpolate(x, size=(9, 11), mode="nearest"))
+    for call in range(3):
+        x = sg.tensor(np.roll(BYTES, call))
+        eager = sg.nn.functional.interpolate(x, size=(9, 11), mode="nearest")
+        assert compiled(x).numpy().tobytes() == eager.numpy().tobytes()
+    assert compiled.stats.replays >= 1

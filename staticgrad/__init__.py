@@ -154,8 +154,8 @@ from staticgrad._eager.counting_functions import (bincount, bucketize, histc, se
                                                   unique_consecutive)
 # Matrix products, indexed reads and writes, more math, statistics and integrals (staticgrad._eager.linalg_more,
 # indexing_more, math_extra, integrals).
-from staticgrad._eager.linalg_more import (addbmm, addmv, addmv_, addr, baddbmm, block_diag, cross, diagflat, inner,
-                                           kron, rot90, trace, vdot)
+from staticgrad._eager.linalg_more import (addbmm, addmv, addmv_, addr, baddbmm, block_diag, cross, det, diagflat,
+                                           inner, inverse, kron, rot90, trace, vdot)
 from staticgrad._eager.indexing_more import argwhere, masked_scatter, take
 from staticgrad._eager.math_extra import frexp, gcd, gcd_, isin, lcm, lcm_, ldexp, ldexp_, logaddexp2, normal
 from staticgrad._eager.integrals import corrcoef, cov, cumulative_trapezoid, trapezoid, trapz

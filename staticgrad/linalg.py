@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
+from staticgrad._eager.linalg_more import linalg_det as det  # noqa: F401  (torch.linalg.det)
+from staticgrad._eager.linalg_more import linalg_inv as inv  # noqa: F401  (torch.linalg.inv)
 from staticgrad._eager.math_functions import norm as _vector_norm
+from staticgrad.errors import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):

@@ -296,3 +296,62 @@ def test_uint8_nearest_interpolation_replays_bit_for_bit():
         eager = sg.nn.functional.interpolate(x, size=(9, 11), mode="nearest")
         assert compiled(x).numpy().tobytes() == eager.numpy().tobytes()
     assert compiled.stats.replays >= 1
+
+
+# ---- linalg.inv and linalg.det ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3), (2, 2, 5, 5), (1, 1), (0, 0)])
+@pytest.mark.parametrize("call", [lambda lib, a: lib.linalg.inv(a), lambda lib, a: lib.inverse(a),
+                                  lambda lib, a: a.inverse(), lambda lib, a: lib.linalg.det(a),
+                                  lambda lib, a: lib.det(a), lambda lib, a: a.det()])
+def test_inverse_and_determinant_match_pytorch(shape, call):
+    a = np.random.default_rng(7).standard_normal(shape).astype(np.float32) + 2 * np.eye(shape[-1], dtype=np.float32)
+    compare(call, [a], atol=1e-5, rtol=1e-4)
+    compare(call, [a.astype(np.float64)], atol=1e-10, rtol=1e-9)
+
+
+def test_determinant_gradient_of_a_singular_matrix_is_pytorchs_zero():
+    compare(lambda lib, a: lib.linalg.det(a), [np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)])
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.linalg.inv(lib.tensor(1.0)),
+    lambda lib: lib.linalg.inv(lib.ones(3, 4)),
+    lambda lib: lib.linalg.inv(lib.zeros(3, 3)),
+    lambda lib: lib.linalg.inv(lib.tensor([[1.0, 2.0], [2.0, 4.0]])),
+    lambda lib: lib.linalg.inv(lib.zeros(2, 3, 3)),
+    lambda lib: lib.linalg.inv(lib.ones(3, 3, dtype=lib.long)),
+    lambda lib: lib.det(lib.tensor(1.0)),
+    lambda lib: lib.linalg.det(lib.ones(3, 4)),
+    lambda lib: lib.linalg.det(lib.ones(3, 3, dtype=lib.int32)),
+])
+def test_inverse_and_determinant_refuse_what_pytorch_refuses(make):
+    """Same type (torch.linalg.LinAlgError for a singular matrix, else RuntimeError) and message."""
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(RuntimeError) as info:
+            make(lib)
+        errors.append(info.value)
+    assert str(errors[1]) == str(errors[0])
+    assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
+
+
+def test_inverse_and_determinant_replay_bit_for_bit():
+    w = sg.tensor(np.random.default_rng(8).standard_normal((2, 3, 3)).astype(np.float32), requires_grad=True)
+
+    def step(x):
+        m = w + x
+        y = sg.linalg.inv(m).sum() + sg.linalg.det(m).sum()
+        y.backward()
+        return y
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        x = sg.tensor((3 * np.eye(3) + np.random.default_rng(30 + call).random((2, 3, 3))).astype(np.float32))
+        w.grad = None
+        y_eager, g_eager = step(x), w.grad.numpy().copy()
+        w.grad = None
+        y_comp = compiled(x)
+        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

@@ -355,3 +355,12 @@ def test_inverse_and_determinant_replay_bit_for_bit():
         assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
         assert w.grad.numpy().tobytes() == g_eager.tobytes()
     assert compiled.stats.replays >= 1
+
+
+@pytest.mark.parametrize("name", ["inv", "det"])
+def test_second_derivatives_through_inverse_and_determinant_are_refused(name):
+    a = sg.tensor(np.eye(3, dtype=np.float32) * 2 + 0.1, requires_grad=True)
+    g = sg.autograd.grad(getattr(sg.linalg, name)(a).sum(), [a], create_graph=True)[0]
+    assert g.requires_grad
+    with pytest.raises(NotImplementedError, match="double backward"):
+        sg.autograd.grad(g.sum(), [a])

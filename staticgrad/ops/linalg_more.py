@@ -322,7 +322,15 @@ def _inv_backward_forward(g, inverse, out=None):
 register(OpDef("linalg_inv", _inv, "other", "LinalgInvExBackward0",
                lambda F, g, s, at, need: (F.linalg_inv_backward(g, s["inverse"]),),
                (Save("inverse", "result"),), "same"))
-register(OpDef("linalg_inv_backward", _inv_backward_forward, "other", dtype_rule="same"))
+def _no_double_backward(name: str):
+    def backward(F, g, s, at, need):
+        raise NotImplementedError(f"staticgrad does not differentiate the gradient of {name} (double backward); "
+                                  f"keep {name} out of graphs that need second derivatives")
+    return backward
+
+
+register(OpDef("linalg_inv_backward", _inv_backward_forward, "other", "LinalgInvExBackwardBackward0",
+               _no_double_backward("linalg.inv"), dtype_rule="same"))
 
 
 def _det(a, out=None):
@@ -344,4 +352,5 @@ register(OpDef("linalg_det", _det, "other", "LinalgDetBackward0",
                lambda F, g, s, at, need: (F.mul(F.unsqueeze(F.unsqueeze(g, dim=-1), dim=-1),
                                                 F.det_cofactor(s["A"])),),
                (Save("A", 0),), "same"))
-register(OpDef("det_cofactor", _det_cofactor, "other", dtype_rule="same"))
+register(OpDef("det_cofactor", _det_cofactor, "other", "LinalgDetBackwardBackward0",
+               _no_double_backward("linalg.det"), dtype_rule="same"))

@@ -20,8 +20,9 @@ from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, ar
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
                                    softmax, split, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes,
                                    t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze)
-from staticgrad._eager.movement import (argsort, diag, diagonal, flip, fliplr, flipud, index_select, linspace,
-                                       masked_select, nonzero, repeat_interleave, roll, sort, tile, topk, unflatten)
+from staticgrad._eager.movement import (argsort, diag, diag_embed, diagonal, flip, fliplr, flipud, index_select,
+                                       linspace, masked_select, nonzero, repeat_interleave, roll, sort, tile, topk,
+                                       unflatten)
 from staticgrad._eager.einsum import einsum
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)

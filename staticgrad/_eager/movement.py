@@ -127,6 +127,17 @@ def diag(input, diagonal=0):
     return dispatch(OPS["diagonal_copy"], (input,), {"offset": int(diagonal), "dim1": 0, "dim2": 1})
 
 
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """torch.diag_embed: the last dim of ``input`` on diagonal ``offset`` of two new square dims ``dim1``
+    and ``dim2`` of the result (DiagEmbedBackward0)."""
+    fn.require_tensor(input, "diag_embed")
+    ndim = input._data.ndim + 1
+    d1, d2 = _normalize_dim(dim1, ndim), _normalize_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return dispatch(OPS["diag_embed"], (input,), {"offset": int(offset), "dim1": d1, "dim2": d2})
+
+
 def unfold(input, dimension, size, step):
     """Tensor.unfold: windows of ``size`` every ``step`` along ``dimension``, a new last dim (a view)."""
     shape = input._data.shape

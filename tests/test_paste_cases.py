@@ -402,3 +402,60 @@ def test_diag_embed_replays_bit_for_bit():
         assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
         assert w.grad.numpy().tobytes() == g_eager.tobytes()
     assert compiled.stats.replays >= 1
+
+
+# ---- torch.linalg's matmul, diagonal, vecdot, multi_dot, matrix_power ---------------------------------
+
+_R = np.random.default_rng(11)
+MATS = {s: _R.standard_normal(s).astype(np.float32) for s in [(3, 4), (4, 5), (5,), (4,), (2, 3, 3), (3, 40), (40, 2),
+                                                               (2, 30), (30, 4), (4, 50), (50, 3), (3, 20)]}
+
+
+@pytest.mark.parametrize("call,shapes", [
+    (lambda lib, a, b: lib.linalg.matmul(a, b), [(3, 4), (4, 5)]),
+    (lambda lib, a: lib.linalg.diagonal(a), [(2, 3, 3)]),
+    (lambda lib, a: lib.linalg.diagonal(a, offset=1, dim1=0, dim2=2), [(2, 3, 3)]),
+    (lambda lib, a, v: lib.linalg.vecdot(a, v), [(3, 4), (4,)]),
+    (lambda lib, a, b: lib.linalg.vecdot(a, b, dim=1), [(2, 3, 3), (2, 3, 3)]),
+    (lambda lib, a: lib.linalg.matrix_power(a, 3), [(2, 3, 3)]),
+    (lambda lib, *m: lib.linalg.multi_dot(m), [(3, 4), (4, 5)]),
+    (lambda lib, *m: lib.linalg.multi_dot(m), [(3, 4), (4, 5), (5,)]),
+    (lambda lib, *m: lib.linalg.multi_dot(m), [(4,), (4, 5), (5,)]),
+    (lambda lib, *m: lib.linalg.multi_dot(m), [(3, 40), (40, 2), (2, 30)]),
+    (lambda lib, *m: lib.linalg.multi_dot(m), [(30, 4), (4, 50), (50, 3), (3, 20)]),
+])
+def test_linalg_composites_match_pytorch(call, shapes):
+    compare(call, [MATS[s] for s in shapes], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.linalg.multi_dot([lib.ones(3, 3)]),
+    lambda lib: lib.linalg.multi_dot([lib.ones(3, 3), lib.ones(2, 3, 3)]),
+    lambda lib: lib.linalg.multi_dot([lib.ones(2, 3, 3), lib.ones(3, 3)]),
+    lambda lib: lib.linalg.multi_dot([lib.ones(3, 3), lib.ones(3), lib.ones(3, 3)]),
+    lambda lib: lib.linalg.vecdot(lib.ones(3), lib.ones(3, dtype=lib.float64)),
+])
+def test_linalg_composites_refuse_what_pytorch_refuses(make):
+    from tests.oracle import same_error
+    same_error(make)
+
+
+def test_linalg_composites_replay_bit_for_bit():
+    w = sg.tensor(MATS[(4, 5)], requires_grad=True)
+
+    def step(x, v):
+        y = sg.linalg.multi_dot([x, w, v]) + sg.linalg.vecdot(x, sg.linalg.matmul(w, v).sum() * x, dim=1)
+        (y * y).sum().backward()
+        return y
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        rng = np.random.default_rng(50 + call)
+        x, v = (sg.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(3, 4), (5,)])
+        w.grad = None
+        y_eager, g_eager = step(x, v), w.grad.numpy().copy()
+        w.grad = None
+        y_comp = compiled(x, v)
+        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

@@ -20,8 +20,9 @@ from staticgrad._eager.functions import (abs, add, addmm, amax, amin, argmax, ar
                                    neg, negative, permute, pow, reciprocal, relu, reshape, rsqrt, sigmoid, sign,
                                    softmax, split, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes,
                                    t, tanh, transpose, tril, triu, true_divide, unbind, unsqueeze)
-from staticgrad._eager.movement import (argsort, diag, diagonal, flip, fliplr, flipud, index_select, linspace,
-                                       masked_select, nonzero, repeat_interleave, roll, sort, tile, topk, unflatten)
+from staticgrad._eager.movement import (argsort, diag, diag_embed, diagonal, flip, fliplr, flipud, index_select,
+                                       linspace, masked_select, nonzero, repeat_interleave, roll, sort, tile, topk,
+                                       unflatten)
 from staticgrad._eager.einsum import einsum
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
                                    uint8, DType as dtype)
@@ -154,8 +155,13 @@ from staticgrad._eager.counting_functions import (bincount, bucketize, histc, se
                                                   unique_consecutive)
 # Matrix products, indexed reads and writes, more math, statistics and integrals (staticgrad._eager.linalg_more,
 # indexing_more, math_extra, integrals).
-from staticgrad._eager.linalg_more import (addbmm, addmv, addmv_, addr, baddbmm, block_diag, cross, diagflat, inner,
-                                           kron, rot90, trace, vdot)
+from staticgrad._eager.linalg_more import (addbmm, addmv, addmv_, addr, baddbmm, block_diag, cross, det, diagflat,
+                                           inner, inverse, kron, rot90, trace, vdot)
 from staticgrad._eager.indexing_more import argwhere, masked_scatter, take
 from staticgrad._eager.math_extra import frexp, gcd, gcd_, isin, lcm, lcm_, ldexp, ldexp_, logaddexp2, normal
 from staticgrad._eager.integrals import corrcoef, cov, cumulative_trapezoid, trapezoid, trapz
+
+# NumPy's keyword names (axis=, keepdims=) on the functions PyTorch binds natively.
+from staticgrad._eager.arguments import install_numpy_keyword_names as _install_numpy_keyword_names
+
+_install_numpy_keyword_names(globals())

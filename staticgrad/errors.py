@@ -44,3 +44,8 @@ class TraceError(RuntimeError):
 
 class PlanError(RuntimeError):
     """A saved plan cannot run on the inputs it was given (wrong count, shape or dtype)."""
+
+
+class LinAlgError(RuntimeError):
+    """A linear-algebra routine met a matrix it cannot handle (a singular matrix to invert), as
+    torch.linalg.LinAlgError; a RuntimeError, so code catching that still catches it."""

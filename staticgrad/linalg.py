@@ -5,9 +5,14 @@ and say so."""
 
 from __future__ import annotations
 
+from staticgrad._eager import composites as _composites
 from staticgrad._eager import functions as fn
+from staticgrad._eager import movement as _movement
 from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
+from staticgrad._eager.linalg_more import linalg_det as det  # noqa: F401  (torch.linalg.det)
+from staticgrad._eager.linalg_more import linalg_inv as inv  # noqa: F401  (torch.linalg.inv)
 from staticgrad._eager.math_functions import norm as _vector_norm
+from staticgrad.errors import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
@@ -38,3 +43,85 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None):
         raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
                            f"{A.dim()}D.")
     return _vector_norm(A, 2.0 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+def matmul(input, other, *, out=None):
+    """torch.linalg.matmul: torch.matmul under its linalg name."""
+    if out is not None:
+        raise NotImplementedError("staticgrad's linalg.matmul does not support out=; assign the result instead")
+    return fn.matmul(input, other)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """torch.linalg.diagonal: torch.diagonal with the last two dims as the default matrix dims."""
+    return _movement.diagonal(A, offset, dim1, dim2)
+
+
+def vecdot(x, y, *, dim=-1):
+    """torch.linalg.vecdot: the dot product of vectors along ``dim`` (broadcast), as PyTorch composes it
+    for real tensors: ``(x * y).sum(dim)``."""
+    fn.require_tensor(x, "linalg.vecdot")
+    fn.require_tensor(y, "linalg.vecdot", "y", 2)
+    if x._data.dtype != y._data.dtype:
+        raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type "
+                           f"{fn._scalar_type(x)} and y of type {fn._scalar_type(y)} instead")
+    return fn.sum(fn.mul(x, y), dim)
+
+
+def multi_dot(tensors, *, out=None):
+    """torch.linalg.multi_dot: the product of a chain of matrices (the first may be a row vector, the last a
+    column vector), multiplied in the cheapest order as PyTorch chooses it, then viewed to the result's shape."""
+    if out is not None:
+        raise NotImplementedError("staticgrad's linalg.multi_dot does not support out=; assign the result instead")
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    for t, which in ((tensors[0], "first"), (tensors[-1], "last")):
+        if t.dim() not in (1, 2):
+            raise RuntimeError(f"multi_dot(): the {which} tensor must be 1D or 2D but got {t.dim()}D")
+    first_1d, last_1d = tensors[0].dim() == 1, tensors[-1].dim() == 1
+    mats = list(tensors)
+    if first_1d:
+        mats[0] = fn.unsqueeze(mats[0], 0)
+    if last_1d:
+        mats[-1] = fn.unsqueeze(mats[-1], -1)
+    for i, m in enumerate(mats):
+        if m.dim() != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {tensors[i].dim()}D")
+    out_shape = ([] if first_1d else [mats[0].shape[0]]) + ([] if last_1d else [mats[-1].shape[1]])
+    return fn.view(_chain(mats), tuple(out_shape))
+
+
+def _chain(mats):
+    """The matrix chain product in the order of fewest multiplications (PyTorch's rule for three)."""
+    if len(mats) == 2:
+        return fn.mm(mats[0], mats[1])
+    if len(mats) == 3:
+        a, b = mats[0].shape
+        c, d = mats[2].shape
+        if (a * c) * (b + d) > (b * d) * (a + c):
+            return fn.mm(mats[0], fn.mm(mats[1], mats[2]))
+        return fn.mm(fn.mm(mats[0], mats[1]), mats[2])
+    dims = [m.shape[0] for m in mats] + [mats[-1].shape[1]]
+    n = len(mats)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                q = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or q < cost[i][j]:
+                    cost[i][j], split[i][j] = q, k
+
+    def product(i, j):
+        if i == j:
+            return mats[i]
+        k = split[i][j]
+        return fn.mm(product(i, k), product(k + 1, j))
+
+    return product(0, n - 1)
+
+
+matrix_power = _composites.matrix_power

@@ -351,8 +351,11 @@ def _linalg_extra_cases():
     for name in ("inner", "kron", "vdot", "cross", "logaddexp2", "ldexp"):
         yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
     yield Case("Tensor.ldexp_", lambda lib, a, b: a.clone().ldexp_(b), [X, Y])
-    for name in ("argwhere", "corrcoef", "cov", "diagflat", "frexp", "trace"):
+    for name in ("argwhere", "corrcoef", "cov", "diagflat", "frexp", "trace", "inverse", "det"):
         yield Case(f"Tensor.{name}", _method(name), [X])
+    for name in ("inverse", "det", "diag_embed"):
+        yield Case(name, _call(name), [X])
+    yield Case("Tensor.diag_embed", _method("diag_embed"), [X])
     yield Case("Tensor.rot90", _method("rot90"), [X])
     yield Case("Tensor.take", lambda lib, a: a.take(lib.tensor([0, 0])), [X])
     yield Case("Tensor.masked_scatter", lambda lib, a, b: a.masked_scatter(a.detach() > 0, b), [X, Y])

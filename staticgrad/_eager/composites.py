@@ -446,8 +446,10 @@ def float_power(input, exponent):
 def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, device=None):
     """torch.logspace: ``base`` to the powers of linspace(start, end, steps)."""
     exponents = movement.linspace(start, end, steps, dtype=_dtypes.float64)
-    values = np.power(float(base), exponents.numpy())
     target = _dtypes.default_float() if dtype is None else dtype
+    if _dtypes.to_numpy_dtype(target) == np.bool_:
+        raise NotImplementedError("\"logspace_cpu\" not implemented for 'Bool'")
+    values = np.power(float(base), exponents.numpy())
     result = tensor(values.astype(_dtypes.to_numpy_dtype(target)))
     return result.requires_grad_() if requires_grad else result
 

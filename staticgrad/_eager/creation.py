@@ -181,7 +181,10 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False) -> Tenso
         start, end = 0, start
     values = (start, end, step)
     default = np.dtype(np.int64) if all(isinstance(v, int) for v in values) else None
-    return _factory("arange", requires_grad, start=start, end=end, step=step, dtype=_np_dtype(dtype, default))
+    np_dtype = _np_dtype(dtype, default)
+    if np_dtype == np.bool_:
+        raise NotImplementedError("\"arange_cpu\" not implemented for 'Bool'")
+    return _factory("arange", requires_grad, start=start, end=end, step=step, dtype=np_dtype)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False) -> Tensor:

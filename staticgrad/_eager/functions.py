@@ -223,6 +223,13 @@ def logical_and(input, other):
 def where(condition, input, other):
     require_tensor(condition, "where", "condition")
     like = input if isinstance(input, Tensor) else other
+    if not isinstance(like, Tensor):  # two Python numbers: the dtype they would have as tensors together
+        values = (as_scalar(input), as_scalar(other))
+        if any(isinstance(v, float) for v in values):
+            dtype = _dtypes.default_float().np
+        else:
+            dtype = np.dtype(np.bool_) if all(isinstance(v, bool) for v in values) else np.dtype(np.int64)
+        input, other = (dispatch(_op("full"), (), {"shape": (), "value": v, "dtype": dtype}) for v in values)
     if not isinstance(input, Tensor):
         input = full_like_scalar(like, input)
     if not isinstance(other, Tensor):
@@ -396,7 +403,17 @@ def logsumexp(input, dim, keepdim=False):
 def gather(input, dim, index):
     require_tensor(input, "gather")
     require_tensor(index, "gather", "index", 3)
-    return dispatch(_op("gather"), (input, index), {"dim": _normalize_dim(dim, input._data.ndim)})
+    d = _normalize_dim(dim, input._data.ndim)
+    if index._data.dtype.name not in ("int64", "int32"):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    shape, ishape = input._data.shape, index._data.shape
+    if len(ishape) != len(shape) and not (len(ishape) <= 1 and len(shape) <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for k in range(len(ishape) if shape else 0):
+        if k != d and ishape[k] > shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ishape)} to be no larger "
+                               f"than self {list(shape)} apart from dimension {d}")
+    return dispatch(_op("gather"), (input, index), {"dim": d})
 
 
 # ---- matrix products --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.shape import MAX_INDEX_TENSORS
 from staticgrad.ops.shape import _build_index as build_index
 
 FULL_SLICE = ("slice", None, None, None)
@@ -133,8 +134,8 @@ def getitem(t: Tensor, index):
     result, tensors = _apply_basic(t, items)
     if not tensors:
         return result
-    if len(tensors) > 4:
-        raise IndexError("staticgrad supports at most 4 index tensors in one indexing expression")
+    if len(tensors) > MAX_INDEX_TENSORS:
+        raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
     for _, index_tensor in tensors:
         if index_tensor._data.dtype.kind == "b":
             _read_guard(index_tensor, "indexing with a boolean mask (the result's size depends on the mask's values)")
@@ -163,8 +164,8 @@ def setitem(t: Tensor, index, value) -> None:
     torch::autograd::CopySlices for a view, CopyBackwards / FillBackward3 for the whole tensor."""
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
     template, tensors = _full_template(items)
-    if len(tensors) > 4:
-        raise IndexError("staticgrad supports at most 4 index tensors in one indexing expression")
+    if len(tensors) > MAX_INDEX_TENSORS:
+        raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
     if not isinstance(value, Tensor):
         value = full_like_scalar(t, value)
     if value._data.dtype != t._data.dtype:

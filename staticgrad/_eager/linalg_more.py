@@ -352,6 +352,49 @@ def diagflat(input, offset=0):
     return dispatch(OPS["diag_embed"], (fn.view(flat, (-1,)),), {"offset": int(offset)})
 
 
-FUNCTIONS = {"trace": trace, "kron": kron, "cross": cross, "addmv": addmv, "addbmm": addbmm, "baddbmm": baddbmm,
-             "addr": addr, "inner": inner, "vdot": vdot, "rot90": rot90, "diagflat": diagflat}
+# ---- inv, det ------------------------------------------------------------------------------------------
+
+def _square_matrices(A, name: str) -> None:
+    """PyTorch's checks on linalg.inv/det's input: a float tensor of (batches of) square matrices."""
+    fn.require_tensor(A, name)
+    if A._data.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    rows, cols = A._data.shape[-2:]
+    if rows != cols:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are {rows} by {cols} "
+                           f"matrices")
+    if A._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtype_name(A)}")
+
+
+def linalg_inv(A, *, out=None):
+    """torch.linalg.inv (and torch.inverse): the inverse of each square matrix (LinalgInvExBackward0);
+    a singular one raises PyTorch's error naming the zero pivot."""
+    if out is not None:
+        raise NotImplementedError("staticgrad's linalg.inv does not support out=; assign the result instead")
+    _square_matrices(A, "inv")
+    return dispatch(OPS["linalg_inv"], (A,), {})
+
+
+def linalg_det(A, *, out=None):
+    """torch.linalg.det (and torch.det): the determinant of each square matrix (LinalgDetBackward0); its
+    gradient is the cofactor matrix, singular matrices included."""
+    if out is not None:
+        raise NotImplementedError("staticgrad's linalg.det does not support out=; assign the result instead")
+    _square_matrices(A, "det")
+    return dispatch(OPS["linalg_det"], (A,), {})
+
+
+def inverse(input, *, out=None):
+    return linalg_inv(input, out=out)
+
+
+def det(input):
+    return linalg_det(input)
+
+
+FUNCTIONS = {"inverse": inverse, "det": det, "trace": trace, "kron": kron, "cross": cross, "addmv": addmv,
+             "addbmm": addbmm, "baddbmm": baddbmm, "addr": addr, "inner": inner, "vdot": vdot, "rot90": rot90,
+             "diagflat": diagflat}
 METHODS = dict(FUNCTIONS, addmv_=addmv_, addbmm_=addbmm_, baddbmm_=baddbmm_, addr_=addr_)

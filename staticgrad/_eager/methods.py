@@ -122,7 +122,8 @@ METHODS.update({
     "flip": lambda self, *dims: movement.flip(self, dims[0] if len(dims) == 1 else dims),
     "fliplr": movement.fliplr, "flipud": movement.flipud, "roll": movement.roll, "diagonal": movement.diagonal,
     "repeat": movement.repeat, "tile": movement._tile_method,
-    "diag": movement.diag, "unfold": movement.unfold, "unflatten": movement.unflatten,
+    "diag": movement.diag, "diag_embed": movement.diag_embed, "unfold": movement.unfold,
+    "unflatten": movement.unflatten,
     "repeat_interleave": movement.repeat_interleave, "index_select": movement.index_select,
     "sort": movement.sort, "argsort": movement.argsort, "topk": movement.topk,
     "masked_select": movement.masked_select, "nonzero": movement.nonzero,
@@ -230,3 +231,11 @@ for _table in (_LINALG_MORE_METHODS, _INDEXING_MORE_METHODS, _MATH_EXTRA_METHODS
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)
+
+# NumPy's keyword names (axis=, keepdims=) on the methods PyTorch binds natively.
+from staticgrad._eager.arguments import NUMPY_KEYWORD_NAMES, numpy_keyword_names  # noqa: E402
+
+for _name in NUMPY_KEYWORD_NAMES:
+    if _name in METHODS:
+        METHODS[_name] = numpy_keyword_names(METHODS[_name])
+        setattr(Tensor, _name, METHODS[_name])

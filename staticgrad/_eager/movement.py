@@ -127,6 +127,17 @@ def diag(input, diagonal=0):
     return dispatch(OPS["diagonal_copy"], (input,), {"offset": int(diagonal), "dim1": 0, "dim2": 1})
 
 
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """torch.diag_embed: the last dim of ``input`` on diagonal ``offset`` of two new square dims ``dim1``
+    and ``dim2`` of the result (DiagEmbedBackward0)."""
+    fn.require_tensor(input, "diag_embed")
+    ndim = input._data.ndim + 1
+    d1, d2 = _normalize_dim(dim1, ndim), _normalize_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return dispatch(OPS["diag_embed"], (input,), {"offset": int(offset), "dim1": d1, "dim2": d2})
+
+
 def unfold(input, dimension, size, step):
     """Tensor.unfold: windows of ``size`` every ``step`` along ``dimension``, a new last dim (a view)."""
     shape = input._data.shape
@@ -289,6 +300,8 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None,
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     np_dtype = _dtypes.default_float().np if dtype is None else _dtypes.to_numpy_dtype(dtype)
+    if np_dtype == np.bool_ or (out is not None and out._data.dtype == np.bool_):
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
     if out is not None:   # computed in out's dtype, as PyTorch does, and written into out
         refuse_autograd("aten::linspace", out)
         if dtype is not None and np_dtype != out._data.dtype:

@@ -192,6 +192,7 @@ def _method(function):
     def method(self, *args, **kwargs):
         return function(self, *args, **kwargs)
     method.__name__ = function.__name__
+    method.__wrapped__ = function  # its signature is the function's (read when NumPy's names are added)
     return method
 
 

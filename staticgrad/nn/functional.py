@@ -24,8 +24,9 @@ def relu_(input: Tensor) -> Tensor:
 
 tanh = fn.tanh
 sigmoid = fn.sigmoid
-softmax = fn.softmax
-log_softmax = fn.log_softmax
+# Python-level functions in PyTorch, so without torch.softmax's NumPy keyword names (axis=).
+softmax = getattr(fn.softmax, "__wrapped__", fn.softmax)
+log_softmax = getattr(fn.log_softmax, "__wrapped__", fn.log_softmax)
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

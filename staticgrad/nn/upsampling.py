@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from staticgrad._eager.dispatch import dispatch
 from staticgrad.nn.module import Module
 from staticgrad.nn.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
@@ -82,7 +84,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         shown = lambda sizes: ", ".join(f"{a}: {n}" for a, n in zip(axes, sizes))
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({shown(spatial)}) "
                            f"output ({shown(output_size)})")
-    if input._data.dtype.kind != "f":
+    if input._data.dtype.kind != "f" and not (input._data.dtype == np.uint8 and mode in ("nearest", "nearest-exact")):
         raise NotImplementedError(f"staticgrad's interpolate does not support integer input (got {input.dtype}); "
                                   f"convert the input to a floating dtype first")
     return dispatch(OPS["upsample"], (input,), {"mode": mode, "output_size": output_size, "scales": scales,

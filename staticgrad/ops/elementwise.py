@@ -140,9 +140,17 @@ _binary("div", lambda a, b, out=None: np.true_divide(a, b, out=out), "DivBackwar
 
 
 def _pow_backward(F, g, s, at, need):
+    # PyTorch's zeros: no gradient to the base where the exponent is 0 (not 0 * 0**-1 = nan), and none to
+    # the exponent where the base is 0 and the exponent >= 0 (not 0 * log(0) = nan).
     base, exponent = s["self"], s["exponent"]
-    grad_base = g * exponent * base ** (exponent - 1) if need[0] else None
-    grad_exp = g * s["result"] * F.log(base) if need[1] else None
+    grad_base = grad_exp = None
+    if need[0]:
+        grad_base = g * exponent * base ** (exponent - 1)
+        grad_base = F.where(F.eq_scalar(exponent, other=0), F.zeros_like(grad_base), grad_base)
+    if need[1]:
+        grad_exp = g * s["result"] * F.log(base)
+        at_zero = F.logical_and(F.eq_scalar(base, other=0), F.ge_scalar(exponent, other=0))
+        grad_exp = F.where(at_zero, F.zeros_like(grad_exp), grad_exp)
     return grad_base, grad_exp
 
 
@@ -219,8 +227,19 @@ _binary("pow_scalar", _pow_scalar_forward, "PowBackward0", _pow_scalar_backward,
         lambda x, at: (f"({x[0]} * {x[0]})" if at["exponent"] == 2
                        else f"sqrt({x[0]})" if at["exponent"] == 0.5 else None))
 
+def _rpow_scalar_backward(F, g, s, at, need):
+    base = s["self"]
+    if base != 0:
+        with np.errstate(invalid="ignore"):  # a negative base: log is nan, as PyTorch's gradient is, silently
+            log_base = float(np.log(base))
+        return (g * F.mul_scalar(s["result"], other=log_base),)
+    # base 0: PyTorch's zero where the exponent is >= 0, which is where 0 ** exponent is finite (0 or 1)
+    local = F.mul_scalar(s["result"], other=-np.inf)
+    return (g * F.where(F.isfinite(s["result"]), F.zeros_like(local), local),)
+
+
 _binary("rpow_scalar", lambda a, out=None, base=1: np.power(base, a, out=out), "PowBackward2",
-        lambda F, g, s, at, need: (g * F.mul_scalar(s["result"], other=float(np.log(s["self"]))),),
+        _rpow_scalar_backward,
         (Save("self", "attr:base", freed=False), Save("result", "result")),
         lambda x, at: None, dtype_rule="float")
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from staticgrad.errors import LinAlgError
 from staticgrad.ops.registry import OPS, OpDef, Save, register
 
 
@@ -280,3 +281,76 @@ register(OpDef("masked_source_grad", _masked_source_grad, "other", "MaskedScatte
                lambda F, gg, s, at, need: (F.masked_scatter(
                    F.full(shape=tuple(s["grad_sym_sizes"]), value=0.0, dtype=gg._data.dtype), s["mask"], gg), None),
                (Save("mask", 1), Save("grad_sym_sizes", "shape:0", freed=False)), "same", grad_inputs=(0,)))
+
+
+# ---- linalg_inv, linalg_det: square matrices (batched over leading dims) ------------------------------
+
+def _first_zero_pivot(matrix) -> int:
+    """The 1-based diagonal element LAPACK's LU with partial pivoting (getrf) finds to be zero, 0 if none."""
+    lu = np.array(matrix, dtype=np.float64)
+    n = lu.shape[0]
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(lu[k:, k])))
+        if lu[p, k] == 0:
+            return k + 1
+        lu[[k, p]] = lu[[p, k]]
+        lu[k + 1:, k] /= lu[k, k]
+        lu[k + 1:, k + 1:] -= np.outer(lu[k + 1:, k], lu[k, k + 1:])
+    return 0
+
+
+def _inv(a, out=None):
+    try:
+        return _into(np.linalg.inv(a), out)
+    except np.linalg.LinAlgError:
+        batch = a.reshape((-1,) + a.shape[-2:])
+        for b, matrix in enumerate(batch):
+            k = _first_zero_pivot(matrix)
+            if k:
+                where = f"(Batch element {b}): " if a.ndim > 2 else ""
+                raise LinAlgError(f"linalg.inv: {where}The diagonal element {k} is zero, the inversion could not be "
+                                   f"completed because the input matrix is singular.") from None
+        raise
+
+
+def _inv_backward_forward(g, inverse, out=None):
+    """-inverse^T @ g @ inverse^T, the gradient of a matrix inverse."""
+    t = np.swapaxes(inverse, -1, -2)
+    return _into(np.negative(np.matmul(t, np.matmul(g, t))), out)
+
+
+register(OpDef("linalg_inv", _inv, "other", "LinalgInvExBackward0",
+               lambda F, g, s, at, need: (F.linalg_inv_backward(g, s["inverse"]),),
+               (Save("inverse", "result"),), "same"))
+def _no_double_backward(name: str):
+    def backward(F, g, s, at, need):
+        raise NotImplementedError(f"staticgrad does not differentiate the gradient of {name} (double backward); "
+                                  f"keep {name} out of graphs that need second derivatives")
+    return backward
+
+
+register(OpDef("linalg_inv_backward", _inv_backward_forward, "other", "LinalgInvExBackwardBackward0",
+               _no_double_backward("linalg.inv"), dtype_rule="same"))
+
+
+def _det(a, out=None):
+    return _into(np.linalg.det(a).astype(a.dtype, copy=False), out)
+
+
+def _det_cofactor(a, out=None):
+    """d det / d a as PyTorch's backward computes it: det * a^-T, where a matrix whose determinant is
+    exactly 0 gets zeros (PyTorch solves against det * I = 0 after nudging the zero pivots)."""
+    det = np.linalg.det(a)
+    singular = det == 0
+    eye = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    safe = np.where(singular[..., None, None], eye, a)
+    cofactor = det[..., None, None].astype(a.dtype) * np.swapaxes(np.linalg.inv(safe), -1, -2)
+    return _into(np.where(singular[..., None, None], np.zeros((), a.dtype), cofactor), out)
+
+
+register(OpDef("linalg_det", _det, "other", "LinalgDetBackward0",
+               lambda F, g, s, at, need: (F.mul(F.unsqueeze(F.unsqueeze(g, dim=-1), dim=-1),
+                                                F.det_cofactor(s["A"])),),
+               (Save("A", 0),), "same"))
+register(OpDef("det_cofactor", _det_cofactor, "other", "LinalgDetBackwardBackward0",
+               _no_double_backward("linalg.det"), dtype_rule="same"))

@@ -112,14 +112,19 @@ register(OpDef("diagonal_backward", _diagonal_backward, "other", "DiagonalBackwa
                lambda F, gg, s, at, need: (F.diagonal(gg, **{k: at[k] for k in _DIAGONAL_ATTRS}),), (), "same"))
 
 
-def _diag_embed(a, out=None, offset=0):
-    """A 1-D tensor placed on diagonal ``offset`` of a square matrix (torch.diag of a vector)."""
-    n = a.shape[0] + abs(offset)
-    return _diagonal_backward(a, out, sizes=(n, n), offset=offset, dim1=0, dim2=1)
+def _diag_embed(a, out=None, offset=0, dim1=0, dim2=1):
+    """The last dim of ``a`` placed on diagonal ``offset`` of new square dims ``dim1``, ``dim2`` of the
+    result (torch.diag_embed; torch.diag of a vector is dims 0 and 1 of a 1-D input)."""
+    n = a.shape[-1] + abs(offset)
+    sizes = list(a.shape[:-1])
+    for d in sorted((dim1, dim2)):
+        sizes.insert(d, n)
+    return _diagonal_backward(a, out, sizes=tuple(sizes), offset=offset, dim1=dim1, dim2=dim2)
 
 
 register(OpDef("diag_embed", _diag_embed, "other", "DiagEmbedBackward0",
-               lambda F, g, s, at, need: (F.diagonal(g, offset=at["offset"], dim1=0, dim2=1),),
+               lambda F, g, s, at, need: (F.diagonal(g, offset=at["offset"], dim1=at.get("dim1", 0),
+                                                     dim2=at.get("dim2", 1)),),
                (_kept("offset"),), "same"))
 
 

@@ -207,10 +207,16 @@ register(OpDef("argmin", _arg_extreme(np.argmin), "reduction", dtype_rule="index
 # ---- gather and its adjoint -------------------------------------------------------------------
 
 def _gather(a, index, out=None, dim=0):
+    size = a.shape[dim] if a.ndim else 1
+    if index.size and (index.min() < 0 or index.max() >= size):  # NumPy would wrap a negative index
+        bad = index.reshape(-1)[np.flatnonzero((index.reshape(-1) < 0) | (index.reshape(-1) >= size))[0]]
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
     if a.ndim == 0:  # a 0-dim input gathers like a 1-element vector; the result has the index's shape
         result = np.take_along_axis(a.reshape(1), index.reshape(-1), axis=0).reshape(index.shape)
     else:
-        result = np.take_along_axis(a, index, axis=dim)
+        # the index may be smaller than the input in the other dims: it reads the leading block there
+        block = tuple(slice(None) if k == dim else slice(0, n) for k, n in enumerate(index.shape))
+        result = np.take_along_axis(a[block], index, axis=dim)
     if out is None:
         return result
     np.copyto(out, result)

@@ -297,8 +297,10 @@ def _write_through_view_name(at) -> str:
     return at.get("node_name", "torch::autograd::CopySlices")
 
 
-# One op per number of index tensors keeps each record's inputs and saves static.
-for _n in range(0, 5):
+# One op per number of index tensors keeps each record's inputs and saves static; an index has at most
+# one tensor per dim, and PyTorch's tensors have at most 8 dims in practice (one index tensor per dim).
+MAX_INDEX_TENSORS = 8
+for _n in range(0, MAX_INDEX_TENSORS + 1):
     _saved_indices = tuple(Save(f"indices{i}", i + 1) for i in range(_n))
     register(OpDef(f"index{_n}", _index, "other", "IndexBackward0", _index_backward_formula,
                    (Save("self_sym_sizes", "shape:0", freed=False),) + _saved_indices,

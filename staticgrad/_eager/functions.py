@@ -13,6 +13,7 @@ from staticgrad._eager.dispatch import dispatch, dispatch_inplace, dispatch_piec
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.shape import reshape_op
 
 _SCALAR_TYPES = (int, float, bool, np.number, np.bool_)
 
@@ -563,22 +564,14 @@ def infer_shape(shape: tuple, numel: int) -> tuple:
     return shape
 
 
-def _viewable(array, shape) -> bool:
-    if array.flags.c_contiguous:
-        return True
-    try:
-        np.reshape(array, shape, copy=False)
-        return True
-    except ValueError:
-        return False
-
-
 def reshape(input, *shape):
-    """A view when the memory layout allows one, else a copy (Clone + UnsafeView), as PyTorch does."""
+    """A view when the memory layout allows one (ViewBackward0 on a contiguous tensor,
+    ReshapeAliasBackward0 on another), else a copy (Clone + UnsafeView), as PyTorch does."""
     require_tensor(input, "reshape")
     shape = infer_shape(shape_argument(shape), input._data.size)
-    if _viewable(input._data, shape):
-        return dispatch(_op("view"), (input,), {"shape": shape})
+    op = reshape_op(input._data, shape)
+    if op is not None:
+        return dispatch(_op(op), (input,), {"shape": shape})
     return dispatch(_op("unsafe_view"), (clone(input),), {"shape": shape})
 
 

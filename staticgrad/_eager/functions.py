@@ -79,7 +79,22 @@ def add(input, other, *, alpha=1):
     return dispatch(_op("add_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
 
 
+def _is_bool(value) -> bool:
+    return type(value) is bool or (isinstance(value, Tensor) and value._data.dtype == np.bool_)
+
+
+def _sub_check(input, other) -> None:
+    """PyTorch refuses ``-`` on bool tensors (a Python bool counts as one)."""
+    if _is_bool(input) and _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
+    if _is_bool(input) or _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
 def sub(input, other, *, alpha=1):
+    _sub_check(input, other)
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("sub"), (input, other), {"alpha": alpha})
@@ -164,7 +179,15 @@ sqrt = _unary("sqrt")
 reciprocal = _unary("reciprocal")
 rsqrt = _unary("rsqrt")
 abs = _unary("abs")
-sign = _unary("sign")
+_sign = _unary("sign")
+
+
+def sign(input):
+    """torch.sign; of a bool tensor, its own values (True is 1), as PyTorch."""
+    require_tensor(input, "sign")
+    if input._data.dtype == np.bool_:
+        return clone(input)
+    return _sign(input)
 logical_not = _unary("logical_not")
 
 
@@ -318,8 +341,10 @@ def _check_nonempty(name: str, input, dim) -> None:
         raise IndexError(f"{name}(): Expected reduction dim {_normalize_dim(dim, len(shape))} to have non-zero size.")
 
 
-def max(input, dim=None, keepdim=False, *, axis=None):
+def max(input, dim=None, keepdim=False, *, axis=None, other=None):
     require_tensor(input, "max")
+    if other is not None:   # torch.max(input, other=...): the elementwise form
+        return maximum(input, other)
     if axis is not None:  # PyTorch's alias of dim
         if dim is not None:
             raise TypeError("max() got an unexpected keyword argument 'axis'")
@@ -334,8 +359,10 @@ def max(input, dim=None, keepdim=False, *, axis=None):
     return MaxResult(values, indices)
 
 
-def min(input, dim=None, keepdim=False, *, axis=None):
+def min(input, dim=None, keepdim=False, *, axis=None, other=None):
     require_tensor(input, "min")
+    if other is not None:   # torch.min(input, other=...): the elementwise form
+        return minimum(input, other)
     if axis is not None:  # PyTorch's alias of dim
         if dim is not None:
             raise TypeError("min() got an unexpected keyword argument 'axis'")
@@ -350,25 +377,50 @@ def min(input, dim=None, keepdim=False, *, axis=None):
     return MinResult(values, indices)
 
 
+def _check_nonempty_dims(name: str, input, dims, tail: str = "") -> None:
+    """PyTorch's errors for amax/amin/argmax/argmin over no elements (``dims`` None: all of them)."""
+    shape = input._data.shape
+    if dims is None or not shape:
+        if input._data.size == 0:
+            raise (RuntimeError if tail else IndexError)(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0.{tail}")
+        return
+    for d in dims:
+        if shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+_SPECIFY_DIM = " Specify the reduction dim with the 'dim' argument."
+
+
+def _listed_dims(dim, ndim: int):
+    """amax/amin's dims, None where none are listed (all of them)."""
+    return None if isinstance(dim, (list, tuple)) and len(dim) == 0 else reduction_dims(dim, ndim)
+
+
 def amax(input, dim=(), keepdim=False):
     require_tensor(input, "amax")
+    _check_nonempty_dims("amax", input, _listed_dims(dim, input._data.ndim), _SPECIFY_DIM)
     return dispatch(_op("amax"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def amin(input, dim=(), keepdim=False):
     require_tensor(input, "amin")
+    _check_nonempty_dims("amin", input, _listed_dims(dim, input._data.ndim), _SPECIFY_DIM)
     return dispatch(_op("amin"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def argmax(input, dim=None, keepdim=False):
     require_tensor(input, "argmax")
     d = None if dim is None else _normalize_dim(dim, input._data.ndim)
+    _check_nonempty_dims("argmax", input, None if d is None else (d,))
     return dispatch(_op("argmax"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
 
 
 def argmin(input, dim=None, keepdim=False):
     require_tensor(input, "argmin")
     d = None if dim is None else _normalize_dim(dim, input._data.ndim)
+    _check_nonempty_dims("argmin", input, None if d is None else (d,))
     return dispatch(_op("argmin"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
 
 
@@ -423,6 +475,10 @@ def _same_dtype_mm(mat1, mat2) -> None:
 def mm(input, mat2):
     require_tensor(input, "mm")
     require_tensor(mat2, "mm", "mat2", 2)
+    if input._data.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2._data.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
     _same_dtype_mm(input, mat2)
     return dispatch(_op("mm"), (input, mat2), {})
 
@@ -775,6 +831,7 @@ def add_(input, other, *, alpha=1):
 
 
 def sub_(input, other, *, alpha=1):
+    _sub_check(input, other)
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("sub"), input, (other,), {"alpha": alpha})
     return dispatch_inplace(_op("sub_scalar"), input, (), {"other": as_scalar(other), "alpha": alpha})

@@ -102,7 +102,7 @@ def _apply_basic(t: Tensor, items):
         elif isinstance(item, slice):
             size = result._data.shape[dim]
             if item.step is not None and item.step <= 0:
-                raise ValueError("step must be greater than zero")
+                raise ValueError("slice step cannot be zero" if item.step == 0 else "step must be greater than zero")
             if item == slice(None) and not lone_full_slice:
                 dim += 1
                 continue

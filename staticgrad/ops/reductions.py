@@ -246,10 +246,12 @@ register(OpDef("scatter_add_zeros", _scatter_add_zeros, "other", "ScatterAddBack
 # ---- logsumexp -----------------------------------------------------------------------------------
 
 def _logsumexp(a, out=None, dim=(), keepdim=False):
-    peak = np.max(a, axis=dim, keepdims=True)
+    """log(sum(exp(a))) over ``dim``, shifted by the peak; over no elements -inf (the log of 0), as PyTorch."""
+    peak = np.max(a, axis=dim, keepdims=True, initial=-np.inf)
     peak = np.where(np.isfinite(peak), peak, 0)
     total = np.sum(np.exp(a - peak), axis=dim, keepdims=True)
-    result = np.log(total) + peak
+    with np.errstate(divide="ignore"):
+        result = np.log(total) + peak
     if not keepdim:
         result = np.squeeze(result, axis=dim)
     if out is None:

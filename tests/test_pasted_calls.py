@@ -1,0 +1,103 @@
+"""Commonly pasted PyTorch calls whose edge cases staticgrad had wrong: subtraction with bool tensors,
+reductions over no elements, mm of a vector, == None, sign of bools, min/max(other=), flip(dims=),
+arange's range checks, a zero slice step. Each compares values, dtypes and errors with PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+from tests.oracle import same_error, torch
+
+
+def _same(fn):
+    """``fn(lib)`` gives equal values, dtypes and shapes in both libraries (a tensor, number or tuple)."""
+    expected, got = fn(torch), fn(sg)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(expected)
+    for t, s in zip(expected, got):
+        if hasattr(t, "numpy"):
+            assert str(s.dtype).split(".")[-1] == str(t.dtype).split(".")[-1] and tuple(s.shape) == tuple(t.shape)
+            np.testing.assert_array_equal(s.numpy(), t.numpy())
+        else:
+            assert type(s) is type(t) and s == t
+
+
+BOOL_SUBTRACTIONS = {
+    "bool_minus_bool": lambda lib: lib.tensor([True, False]) - lib.tensor([True, True]),
+    "int_minus_true": lambda lib: lib.tensor([1, 2]) - True,
+    "true_minus_int": lambda lib: True - lib.tensor([1, 2]),
+    "bool_minus_int": lambda lib: lib.tensor([True]) - 2,
+    "float_minus_bool_tensor": lambda lib: lib.tensor([1.0]) - lib.tensor([True]),
+    "true_minus_bool": lambda lib: True - lib.tensor([True]),
+    "sub_": lambda lib: lib.tensor([1.0]).sub_(lib.tensor([True])),
+    "torch_sub": lambda lib: lib.sub(lib.tensor([True]), lib.tensor([1.0]), alpha=2),
+}
+
+
+@pytest.mark.parametrize("name", list(BOOL_SUBTRACTIONS))
+def test_subtraction_with_bools_is_refused_as_torch(name):
+    same_error(BOOL_SUBTRACTIONS[name])
+
+
+EMPTY_ERRORS = {
+    f"{name}_{form}": (lambda lib, name=name, call=call: call(getattr(lib, name), lib))
+    for name in ("amax", "amin", "argmax", "argmin")
+    for form, call in (("all", lambda f, lib: f(lib.zeros(0, 3))), ("dim0", lambda f, lib: f(lib.zeros(0, 3), dim=0)),
+                       ("1d", lambda f, lib: f(lib.zeros(0))))
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_ERRORS))
+def test_reductions_over_no_elements_refused_as_torch(name):
+    same_error(EMPTY_ERRORS[name])
+
+
+def test_reductions_over_no_elements_that_have_a_value():
+    _same(lambda lib: lib.logsumexp(lib.zeros(0, 3), dim=0))
+    _same(lambda lib: lib.logsumexp(lib.zeros(0), dim=0))
+    _same(lambda lib: lib.amax(lib.zeros(0, 3), dim=1))
+    _same(lambda lib: lib.argmax(lib.zeros(3, 0, 2), dim=2))
+
+
+def test_mm_of_a_vector_is_refused_as_torch():
+    same_error(lambda lib: lib.mm(lib.ones(3), lib.ones(3, 2)))
+    same_error(lambda lib: lib.mm(lib.ones(2, 3), lib.ones(3)))
+
+
+def test_equality_with_none_and_sequences_is_pythons():
+    _same(lambda lib: lib.tensor([1, 2]) == None)  # noqa: E711
+    _same(lambda lib: lib.tensor([1, 2]) != None)  # noqa: E711
+    _same(lambda lib: lib.tensor([1, 2]) == [1, 2])
+    _same(lambda lib: lib.tensor([1, 2]) != (1, 2))
+    _same(lambda lib: lib.tensor([1, 2]) == lib.tensor([1, 3]))
+    _same(lambda lib: lib.tensor([1, 2]) == 2)
+
+
+def test_sign_of_bools_min_max_other_and_flip_dims_keyword():
+    _same(lambda lib: lib.tensor([True, False]).sign())
+    _same(lambda lib: lib.sign(lib.tensor([True, False])))
+    _same(lambda lib: lib.min(lib.tensor([1.0, 3.0]), other=lib.tensor([2.0, 0.0])))
+    _same(lambda lib: lib.max(lib.tensor([1.0, 3.0]), other=lib.tensor([2.0, 0.0])))
+    _same(lambda lib: lib.arange(6.0).reshape(2, 3).flip(dims=(0, 1)))
+    _same(lambda lib: lib.arange(6.0).reshape(2, 3).flip(1))
+    same_error(lambda lib: lib.arange(6.0).flip())
+    same_error(lambda lib: lib.arange(6.0).flip(0, dims=[0]))
+
+
+@pytest.mark.parametrize("args", [(0, 5, -1), (5, 0, 1), (0, 5, 0), (0.0, 1.0, 0.0), (float("nan"),), (0, float("inf")),
+                                  (0.5, float("-inf"), -1)])
+def test_arange_range_checks_as_torch(args):
+    same_error(lambda lib: lib.arange(*args))
+
+
+def test_arange_empty_and_reversed_ranges_still_work():
+    _same(lambda lib: lib.arange(0, 0, 1))
+    _same(lambda lib: lib.arange(5, 0, -2))
+
+
+def test_zero_and_negative_slice_steps_refused_as_torch():
+    same_error(lambda lib: lib.arange(6)[::0])
+    same_error(lambda lib: lib.arange(6)[::-1])

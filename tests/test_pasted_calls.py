@@ -4,6 +4,8 @@ arange's range checks, a zero slice step. Each compares values, dtypes and error
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,40 @@ def test_arange_empty_and_reversed_ranges_still_work():
 def test_zero_and_negative_slice_steps_refused_as_torch():
     same_error(lambda lib: lib.arange(6)[::0])
     same_error(lambda lib: lib.arange(6)[::-1])
+
+
+def _u8(lib, values):
+    return lib.tensor(values, dtype=lib.uint8)
+
+
+UINT8_INDICES = {
+    "rows": lambda lib: lib.arange(12.0).reshape(3, 4)[_u8(lib, [1, 0, 2])],
+    "columns": lambda lib: lib.arange(12.0).reshape(3, 4)[:, _u8(lib, [1, 0, 1, 1])],
+    "zero_dim_one": lambda lib: lib.arange(12.0).reshape(3, 4)[_u8(lib, 1)],
+    "zero_dim_zero": lambda lib: lib.arange(12.0).reshape(3, 4)[_u8(lib, 0)],
+    "whole": lambda lib: lib.arange(12.0).reshape(3, 4)[_u8(lib, [[1, 0, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]])],
+}
+
+
+@pytest.mark.parametrize("name", list(UINT8_INDICES))
+def test_a_uint8_index_is_a_mask_with_a_warning_as_torch(name):
+    """PyTorch reads a uint8 index tensor as a mask of its nonzero elements (deprecated, with a warning);
+    staticgrad took its values as indices."""
+    with pytest.warns(UserWarning, match="indexing with dtype .*uint8 is now deprecated"):
+        _same(UINT8_INDICES[name])
+
+
+MASK_MISMATCHES = {
+    "rows": lambda lib: lib.arange(12.0).reshape(3, 4)[lib.tensor([True, False])],
+    "second_dim": lambda lib: lib.arange(24.0).reshape(2, 3, 4)[:, lib.tensor([True, False])],
+    "after_an_int": lambda lib: lib.arange(24.0).reshape(2, 3, 4)[0, :, lib.tensor([True, False])],
+    "two_dims": lambda lib: lib.arange(24.0).reshape(2, 3, 4)[lib.ones(2, 4, dtype=lib.bool)],
+    "uint8": lambda lib: lib.arange(4)[_u8(lib, [3])],
+}
+
+
+@pytest.mark.parametrize("name", list(MASK_MISMATCHES))
+def test_mask_of_the_wrong_shape_raises_torchs_error(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same_error(MASK_MISMATCHES[name])

@@ -140,3 +140,11 @@ def test_mask_of_the_wrong_shape_raises_torchs_error(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         same_error(MASK_MISMATCHES[name])
+
+
+def test_a_leafs_node_names_itself_as_torchs():
+    names = []
+    for lib in (torch, sg):
+        node = (lib.ones(2, requires_grad=True) * 2).grad_fn.next_functions[0][0]
+        names.append((node.name(), type(node).__name__))
+    assert names[1] == names[0] == ("torch::autograd::AccumulateGrad", "AccumulateGrad")

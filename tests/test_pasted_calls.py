@@ -148,3 +148,23 @@ def test_a_leafs_node_names_itself_as_torchs():
         node = (lib.ones(2, requires_grad=True) * 2).grad_fn.next_functions[0][0]
         names.append((node.name(), type(node).__name__))
     assert names[1] == names[0] == ("torch::autograd::AccumulateGrad", "AccumulateGrad")
+
+
+GATHERS = {
+    "past_the_end": lambda lib: lib.arange(12.0).reshape(3, 4).gather(1, lib.tensor([[0], [1], [4]])),
+    "negative": lambda lib: lib.arange(12.0).reshape(3, 4).gather(1, lib.tensor([[0], [1], [-1]])),
+    "rows": lambda lib: lib.arange(12.0).reshape(3, 4).gather(0, lib.tensor([[5]])),
+    "float_index": lambda lib: lib.arange(12.0).reshape(3, 4).gather(1, lib.tensor([[0.0]])),
+    "uint8_index": lambda lib: lib.arange(12.0).reshape(3, 4).gather(1, lib.tensor([[0]], dtype=lib.uint8)),
+}
+
+
+@pytest.mark.parametrize("name", list(GATHERS))
+def test_gather_refuses_indices_as_torch(name):
+    """Out-of-range indices (a negative one too, which NumPy would have wrapped around) and non-integer ones."""
+    same_error(GATHERS[name])
+
+
+def test_gather_in_range_and_int32_indices():
+    _same(lambda lib: lib.arange(12.0).reshape(3, 4).gather(1, lib.tensor([[0], [1], [3]])))
+    _same(lambda lib: lib.arange(12.0).reshape(3, 4).gather(0, lib.tensor([[2, 0, 1, 2]], dtype=lib.int32)))

@@ -449,6 +449,8 @@ def logsumexp(input, dim, keepdim=False):
 def gather(input, dim, index):
     require_tensor(input, "gather")
     require_tensor(index, "gather", "index", 3)
+    if index._data.dtype not in (np.int32, np.int64):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     return dispatch(_op("gather"), (input, index), {"dim": _normalize_dim(dim, input._data.ndim)})
 
 

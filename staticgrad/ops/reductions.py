@@ -207,6 +207,12 @@ register(OpDef("argmin", _arg_extreme(np.argmin), "reduction", dtype_rule="index
 # ---- gather and its adjoint -------------------------------------------------------------------
 
 def _gather(a, index, out=None, dim=0):
+    """a's values at ``index`` along ``dim``; an index outside [0, size) is refused, as PyTorch refuses it
+    (NumPy would wrap a negative one around)."""
+    size = a.shape[dim] if a.ndim else 1
+    outside = (index < 0) | (index >= size)
+    if outside.any():
+        raise RuntimeError(f"index {int(index[outside].flat[0])} is out of bounds for dimension {dim} with size {size}")
     if a.ndim == 0:  # a 0-dim input gathers like a 1-element vector; the result has the index's shape
         result = np.take_along_axis(a.reshape(1), index.reshape(-1), axis=0).reshape(index.shape)
     else:

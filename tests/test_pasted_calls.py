@@ -168,3 +168,26 @@ def test_gather_refuses_indices_as_torch(name):
 def test_gather_in_range_and_int32_indices():
     _same(lambda lib: lib.arange(12.0).reshape(3, 4).gather(1, lib.tensor([[0], [1], [3]])))
     _same(lambda lib: lib.arange(12.0).reshape(3, 4).gather(0, lib.tensor([[2, 0, 1, 2]], dtype=lib.int32)))
+
+
+SOFTMAX_OF_INTEGERS = {
+    "softmax_last": lambda lib: lib.arange(6).reshape(2, 3).softmax(1),
+    "softmax_first": lambda lib: lib.arange(6).reshape(2, 3).softmax(0),
+    "softmax_negative_dim": lambda lib: lib.arange(6).reshape(2, 3).softmax(-1),
+    "log_softmax_last": lambda lib: lib.arange(6).reshape(2, 3).log_softmax(1),
+    "log_softmax_first": lambda lib: lib.arange(6).reshape(2, 3).log_softmax(0),
+    "int32": lambda lib: lib.arange(6, dtype=lib.int32).softmax(0),
+    "bool": lambda lib: lib.tensor([True]).softmax(0),
+    "zero_dim": lambda lib: lib.tensor(3).softmax(0),
+    "functional": lambda lib: lib.nn.functional.softmax(lib.arange(6), dim=0),
+}
+
+
+@pytest.mark.parametrize("name", list(SOFTMAX_OF_INTEGERS))
+def test_softmax_of_integers_is_refused_as_torch(name):
+    same_error(SOFTMAX_OF_INTEGERS[name])
+
+
+def test_softmax_of_integers_cast_by_dtype_runs():
+    np.testing.assert_allclose(sg.arange(6).softmax(0, dtype=sg.float32).numpy(),
+                               torch.arange(6).softmax(0, dtype=torch.float32).numpy(), rtol=1e-6)

@@ -13,6 +13,7 @@ from staticgrad._eager.dispatch import dispatch, dispatch_inplace, dispatch_piec
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.math_ops import kernel_not_implemented
 from staticgrad.ops.shape import reshape_op
 
 _SCALAR_TYPES = (int, float, bool, np.number, np.bool_)
@@ -424,18 +425,30 @@ def argmin(input, dim=None, keepdim=False):
     return dispatch(_op("argmin"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
 
 
+def _softmax_kernel_check(name: str, input, dim: int) -> None:
+    """PyTorch's softmax kernels have no integer or bool loop (their name says whether dim is the last)."""
+    data = input._data
+    if data.dtype.kind in "biu" and data.size:
+        last = data.ndim == 0 or dim == data.ndim - 1
+        raise kernel_not_implemented(f"{name}{'_lastdim' if last else ''}_kernel_impl", data.dtype)
+
+
 def softmax(input, dim, dtype=None):
     require_tensor(input, "softmax")
     if dtype is not None:
         input = to_dtype(input, dtype)
-    return dispatch(_op("softmax"), (input,), {"dim": _normalize_dim(dim, input._data.ndim)})
+    dim = _normalize_dim(dim, input._data.ndim)
+    _softmax_kernel_check("softmax", input, dim)
+    return dispatch(_op("softmax"), (input,), {"dim": dim})
 
 
 def log_softmax(input, dim, dtype=None):
     require_tensor(input, "log_softmax")
     if dtype is not None:
         input = to_dtype(input, dtype)
-    return dispatch(_op("log_softmax"), (input,), {"dim": _normalize_dim(dim, input._data.ndim)})
+    dim = _normalize_dim(dim, input._data.ndim)
+    _softmax_kernel_check("log_softmax", input, dim)
+    return dispatch(_op("log_softmax"), (input,), {"dim": dim})
 
 
 def logsumexp(input, dim, keepdim=False):

@@ -191,3 +191,23 @@ def test_softmax_of_integers_is_refused_as_torch(name):
 def test_softmax_of_integers_cast_by_dtype_runs():
     np.testing.assert_allclose(sg.arange(6).softmax(0, dtype=sg.float32).numpy(),
                                torch.arange(6).softmax(0, dtype=torch.float32).numpy(), rtol=1e-6)
+
+
+OUT_OF_RANGE_NUMBERS = {
+    "uint8_plus_negative": lambda lib: lib.tensor([1, 2, 3], dtype=lib.uint8) + -3,
+    "negative_plus_uint8": lambda lib: -3 + lib.tensor([1, 2, 3], dtype=lib.uint8),
+    "uint8_minus_negative": lambda lib: lib.tensor([1, 2, 3], dtype=lib.uint8) - -3,
+    "negative_minus_uint8": lambda lib: -3 - lib.tensor([1, 2, 3], dtype=lib.uint8),
+    "uint8_times_negative": lambda lib: lib.tensor([1, 2, 3], dtype=lib.uint8) * -3,
+    "uint8_floordiv_negative": lambda lib: lib.tensor([1, 2, 3], dtype=lib.uint8) // -3,
+    "negative_floordiv_uint8": lambda lib: -3 // lib.tensor([1, 2, 3], dtype=lib.uint8),
+    "uint8_mod_negative": lambda lib: lib.tensor([1, 2, 3], dtype=lib.uint8) % -3,
+    "negative_mod_uint8": lambda lib: -3 % lib.tensor([1, 2, 3], dtype=lib.uint8),
+    "int8_plus_200": lambda lib: lib.tensor([1, -2], dtype=lib.int8) + 200,
+    "uint8_in_place": lambda lib: lib.tensor([1, 2], dtype=lib.uint8).add_(-1).mul_(300),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_OF_RANGE_NUMBERS))
+def test_a_number_outside_an_integer_dtype_wraps_as_torch(name):
+    _same(OUT_OF_RANGE_NUMBERS[name])

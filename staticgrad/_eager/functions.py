@@ -71,13 +71,25 @@ def _require_dims(input, message: str) -> None:
 
 # ---- arithmetic --------------------------------------------------------------------------------
 
+def fit_scalar(tensor, value):
+    """A Python int outside an integer tensor's range wrapped into it (``uint8 + -3`` adds 253), as
+    PyTorch casts the number to the tensor's dtype; NumPy refuses such a number."""
+    dtype = tensor._data.dtype
+    if type(value) is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max and -2**63 <= value < 2**64:
+            return int(np.array(value % 2**64, dtype=np.uint64).astype(dtype))
+    return value
+
+
 def add(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("add"), (input, other), {"alpha": alpha})
-        return dispatch(_op("add_scalar"), (other,), {"other": _number(input, "add") * alpha, "alpha": 1})
+        return dispatch(_op("add_scalar"), (other,), {"other": fit_scalar(other, _number(input, "add") * alpha),
+                                                      "alpha": 1})
     require_tensor(input, "add")
-    return dispatch(_op("add_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
+    return dispatch(_op("add_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other)), "alpha": alpha})
 
 
 def _is_bool(value) -> bool:
@@ -99,9 +111,10 @@ def sub(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("sub"), (input, other), {"alpha": alpha})
-        return dispatch(_op("rsub_scalar"), (other,), {"other": _number(input, "sub"), "alpha": alpha})
+        number = fit_scalar(other, _number(input, "sub"))
+        return dispatch(_op("rsub_scalar"), (other,), {"other": number, "alpha": alpha})
     require_tensor(input, "sub")
-    return dispatch(_op("sub_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
+    return dispatch(_op("sub_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other)), "alpha": alpha})
 
 
 def rsub(input, other, *, alpha=1):
@@ -112,9 +125,9 @@ def mul(input, other):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("mul"), (input, other), {})
-        return dispatch(_op("mul_scalar"), (other,), {"other": _number(input, "mul")})
+        return dispatch(_op("mul_scalar"), (other,), {"other": fit_scalar(other, _number(input, "mul"))})
     require_tensor(input, "mul")
-    return dispatch(_op("mul_scalar"), (input,), {"other": as_scalar(other)})
+    return dispatch(_op("mul_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other))})
 
 
 def div(input, other, *, rounding_mode=None):
@@ -842,20 +855,22 @@ def builtins_sum(values):
 def add_(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("add"), input, (other,), {"alpha": alpha})
-    return dispatch_inplace(_op("add_scalar"), input, (), {"other": as_scalar(other), "alpha": alpha})
+    number = fit_scalar(input, as_scalar(other))
+    return dispatch_inplace(_op("add_scalar"), input, (), {"other": number, "alpha": alpha})
 
 
 def sub_(input, other, *, alpha=1):
     _sub_check(input, other)
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("sub"), input, (other,), {"alpha": alpha})
-    return dispatch_inplace(_op("sub_scalar"), input, (), {"other": as_scalar(other), "alpha": alpha})
+    number = fit_scalar(input, as_scalar(other))
+    return dispatch_inplace(_op("sub_scalar"), input, (), {"other": number, "alpha": alpha})
 
 
 def mul_(input, other):
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("mul"), input, (other,), {})
-    return dispatch_inplace(_op("mul_scalar"), input, (), {"other": as_scalar(other)})
+    return dispatch_inplace(_op("mul_scalar"), input, (), {"other": fit_scalar(input, as_scalar(other))})
 
 
 def div_(input, other):

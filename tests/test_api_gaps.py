@@ -122,16 +122,31 @@ def test_the_methods_have_no_out_argument_like_torch():
             lib.ones(2).multinomial(1, out=lib.ones(1, dtype=lib.int64))
 
 
+_KEPT_VIEWS = []
+
+
+def _small_with_a_view():
+    target = sg.zeros(4)
+    _KEPT_VIEWS.append(target[1:])   # a view that would have to see the grown storage
+    return target
+
+
 @pytest.mark.parametrize("out", [
     lambda: sg.zeros(2, 3)[0],  # a view: its storage cannot grow as torch's would
     lambda: sg.zeros(4, 2).t(),  # not contiguous
-    lambda: sg.zeros(4),  # too few elements to keep its memory
-], ids=["view", "non-contiguous", "too-small"])
+    _small_with_a_view,  # too few elements, and a view of it would have to see the new memory
+], ids=["view", "non-contiguous", "too-small-and-viewed"])
 def test_resizes_numpy_cannot_follow_are_refused_with_what_to_pass(out):
     target = out()
     with pytest.raises(NotImplementedError, match=r"Pass an out tensor of shape \[2, 3\], or a new empty one"):
         sg.bernoulli(sg.full((2, 3), 0.5), out=target)
     assert tuple(target.shape) != (2, 3)
+
+
+def test_a_too_small_out_that_shares_nothing_grows_as_torchs():
+    for lib in LIBS:
+        target = lib.zeros(4)
+        assert lib.bernoulli(lib.full((2, 3), 0.5), out=target) is target and tuple(target.shape) == (2, 3)
 
 
 def _drawing_into(p, out):

@@ -169,12 +169,12 @@ def test_linear_node_structure_matches_pytorch():
     node = out.grad_fn
     assert node.name() == "AddmmBackward0"
     names = [None if f is None else f.name() for f, _ in node.next_functions]
-    assert names == ["AccumulateGrad", None, "TBackward0"]
+    assert names == ["torch::autograd::AccumulateGrad", None, "TBackward0"]
     assert node.next_functions[0][0].variable is lin.bias
     assert node.next_functions[2][0].next_functions[0][0].variable is lin.weight
     t_lin = torch.nn.Linear(3, 4)
     t_next = t_lin(torch.randn(2, 3)).grad_fn.next_functions
-    t_names = [None if f is None else f.name().split("::")[-1] for f, _ in t_next]
+    t_names = [None if f is None else f.name() for f, _ in t_next]
     assert names == t_names
 
 

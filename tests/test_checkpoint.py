@@ -372,3 +372,109 @@ def test_compiled_model_with_a_checkpointed_block_trains_as_eager():
         runs.append((losses, [p.detach().numpy() for p in model.parameters()]))
     for (a, b) in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1]):
         same_bits(b, a, "loss or parameter")
+
+
+# ---- context_fn: a context manager around the forward run and one around each recompute -------------
+
+def _recording_contexts(lib, log):
+    """context_fn whose two context managers note, in ``log``, when they are entered and left, with
+    the grad mode then and whether the block's function runs inside."""
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            log.append(("enter", self.name, lib.is_grad_enabled()))
+
+        def __exit__(self, kind, value, traceback):
+            log.append(("exit", self.name, None if kind is None else kind.__name__.lstrip("_")))
+
+    def context_fn():
+        log.append(("context_fn",))
+        return Recorder("forward"), Recorder("recompute")
+    return context_fn
+
+
+def _run_with_contexts(lib, early_stop=True):
+    log = []
+    x, w = _leaves(lib)
+    block = _block(w)
+
+    def noted(a):
+        log.append(("function",))
+        return block(a)
+
+    y = lib.utils.checkpoint.checkpoint(noted, x, use_reentrant=False, early_stop=early_stop,
+                                        context_fn=_recording_contexts(lib, log))
+    log.append(("forward done",))
+    (y * y).sum().backward()
+    log.append(("backward done",))
+    return log, (y, x.grad, w.grad)
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_context_fn_wraps_the_forward_and_the_recompute_like_torch(early_stop):
+    ours, values = _run_with_contexts(sg, early_stop)
+    theirs, _ = _run_with_contexts(torch, early_stop)
+    # the early stop leaves the recompute's context by the exception that ends the recompute: its
+    # class is each library's own, so only its presence is compared
+    def normalised(log):
+        return [entry[:2] + ("by an exception",) if entry[0] == "exit" and entry[2] else entry for entry in log]
+
+    assert normalised(ours) == normalised(theirs)
+    assert ("enter", "recompute", True) in ours
+    x, w = _leaves(sg)
+    y = _block(w)(x)
+    (y * y).sum().backward()
+    same_bits(values[0].detach().numpy(), y.detach().numpy(), "output")
+    same_bits(values[1].numpy(), x.grad.numpy(), "input gradient")
+    same_bits(values[2].numpy(), w.grad.numpy(), "weight gradient")
+
+
+def test_context_fn_under_no_grad_and_its_errors_match_torch():
+    logs = []
+    for lib in (torch, sg):
+        log = []
+        with lib.no_grad():
+            lib.utils.checkpoint.checkpoint(lambda a: a * 2, _leaves(lib)[0], use_reentrant=False,
+                                            context_fn=_recording_contexts(lib, log))
+        logs.append(log)
+    assert logs[1] == logs[0] == [("context_fn",)]   # called, but the forward runs outside its context
+
+    def checkpointed(lib, context_fn, reentrant=False):
+        return lib.utils.checkpoint.checkpoint(_block(_leaves(lib)[1]), _leaves(lib)[0], use_reentrant=reentrant,
+                                               context_fn=context_fn)
+
+    same_error(lambda lib: checkpointed(lib, _recording_contexts(lib, []), reentrant=True))
+    same_error(lambda lib: checkpointed(lib, lambda: (lib.no_grad(),)))
+
+    class Swallow:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return True
+
+    def failing(lib):
+        def function(a):
+            raise ValueError("inside")
+        lib.utils.checkpoint.checkpoint(function, _leaves(lib)[0], use_reentrant=False,
+                                        context_fn=lambda: (Swallow(), Swallow()))
+    same_error(failing)
+
+
+def test_context_fn_recompute_context_is_entered_again_on_a_second_backward():
+    """The same recompute context object each time: a one-shot one fails on the second recompute in both."""
+    import contextlib
+
+    def once(lib):
+        @contextlib.contextmanager
+        def nothing():
+            yield
+
+        x, w = _leaves(lib)
+        y = lib.utils.checkpoint.checkpoint(_block(w), x, use_reentrant=False, early_stop=False,
+                                            context_fn=lambda: (nothing(), nothing()))
+        y.sum().backward(retain_graph=True)
+        y.sum().backward()
+    same_error(once)

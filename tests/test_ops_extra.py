@@ -454,6 +454,43 @@ def test_normal_writes_out_as_torch():
     same_error(lambda lib: lib.normal(lib.zeros(2, requires_grad=True), 1.0, out=lib.empty(2)))
 
 
+NORMAL_FORMS = {
+    "tensor_tensor": lambda lib, out: lib.normal(lib.zeros(2, 3), lib.ones(2, 3), out=out),
+    "tensor_number": lambda lib, out: lib.normal(lib.zeros(2, 3), 1.0, out=out),
+    "number_tensor": lambda lib, out: lib.normal(0.0, lib.ones(2, 3), out=out),
+    "numbers_size": lambda lib, out: lib.normal(0.0, 1.0, (2, 3), out=out),
+    "broadcast_tensors": lambda lib, out: lib.normal(lib.zeros(2, 1), lib.ones(3), out=out),
+}
+OUT_SHAPES = [(5,), (0,), (3, 2), (6,), (1, 2, 3), (), (2, 3), (7,)]
+
+
+def _normal_into(lib, form, shape):
+    """(result shape, warnings' messages) of a normal(out=) call, or the exception it raised."""
+    out = lib.empty(shape)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = NORMAL_FORMS[form](lib, out)
+        except RuntimeError as error:
+            return type(error), str(error)
+    assert result is out
+    return tuple(out.shape), [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+
+@pytest.mark.parametrize("shape", OUT_SHAPES, ids=[str(s) for s in OUT_SHAPES])
+@pytest.mark.parametrize("form", list(NORMAL_FORMS))
+def test_normal_out_of_another_shape_as_torch(form, shape):
+    """The tensor forms resize out to the broadcast shape with PyTorch's deprecation warning (a tensor
+    mean with a number std broadcasts the mean against out's shape instead: out may stay larger, or
+    the shapes clash); the size form resizes silently; an out too small grows."""
+    assert _normal_into(sg, form, shape) == _normal_into(torch, form, shape)
+
+
+def test_normal_into_an_integer_out_is_refused_as_torch():
+    for form in NORMAL_FORMS:
+        same_error(lambda lib, form=form: NORMAL_FORMS[form](lib, lib.empty(2, 3, dtype=lib.int64)))
+
+
 def test_normal_draws_follow_mean_and_std_and_the_generator():
     mean = sg.tensor(np.array([-5.0, 0.0, 10.0]).repeat(20000).reshape(3, -1))
     std = sg.tensor(np.array([0.5, 1.0, 3.0])[:, None])

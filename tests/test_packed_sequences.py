@@ -120,9 +120,52 @@ def test_errors_match_torch(case):
     same_error(case[1])
 
 
-def test_length_beyond_the_input_is_refused():
-    with pytest.raises(RuntimeError, match="exceeds the input's 5 time steps"):
-        U(sg).pack_padded_sequence(sg.zeros(5, 3, 2), [6, 3, 2])
+# Lengths beyond the padded input's steps: PyTorch packs what steps there are (its slices stop at the
+# input's end, so nothing is read from outside it), leaving data with fewer rows than batch_sizes add up
+# to; its backward, pad_packed_sequence and the recurrent layers then refuse. staticgrad does the same,
+# with the same errors (nothing it produces reads past an array either).
+BEYOND = [("longest", [4, 2], {}), ("all", [5, 3], {}), ("equal", [4, 4], {}),
+          ("unsorted", [2, 4], {"enforce_sorted": False}), ("batch_first", [4, 2], {"batch_first": True})]
+
+
+def _pack_beyond(lib, lengths, options, requires_grad=False):
+    x = lib.arange(12.0).reshape(3, 2, 2).requires_grad_(requires_grad)
+    if options.get("batch_first"):
+        x = x.transpose(0, 1)
+    return U(lib).pack_padded_sequence(x, lib.tensor(lengths), **options)
+
+
+@pytest.mark.parametrize("name,lengths,options", BEYOND, ids=[c[0] for c in BEYOND])
+def test_lengths_beyond_the_input_pack_as_torch_does(name, lengths, options):
+    packed = [_pack_beyond(lib, lengths, options, requires_grad=True) for lib in (torch, sg)]
+    np.testing.assert_array_equal(packed[1].data.detach().numpy(), packed[0].data.detach().numpy())
+    np.testing.assert_array_equal(packed[1].batch_sizes.numpy(), packed[0].batch_sizes.numpy())
+    assert packed[1].data.grad_fn.name() == packed[0].data.grad_fn.name() == "PackPaddedSequenceBackward0"
+    same_error(lambda lib: _pack_beyond(lib, lengths, options, requires_grad=True).data.sum().backward())
+    same_error(lambda lib: U(lib).pad_packed_sequence(_pack_beyond(lib, lengths, options)))
+    for kind in ("LSTM", "GRU", "RNN"):
+        same_error(lambda lib, kind=kind: getattr(lib.nn, kind)(2, 3)(_pack_beyond(lib, lengths, options)))
+
+
+HAND_MADE = [(5, [2, 2, 1, 1]), (6, [2, 2, 2, 2]), (4, [2, 2, 2]), (7, [2, 2, 2]), (8, [2, 2, 2])]
+
+
+@pytest.mark.parametrize("rows,batch_sizes", HAND_MADE, ids=[f"{r}_rows_{len(b)}_steps" for r, b in HAND_MADE])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "pad"])
+def test_packed_data_and_batch_sizes_that_disagree(kind, rows, batch_sizes):
+    """A PackedSequence made by hand with too few rows (or too many: only LSTM's whole-batch view refuses)."""
+    def run(lib):
+        packed = U(lib).PackedSequence(lib.arange(rows * 2.0).reshape(rows, 2), lib.tensor(batch_sizes))
+        if kind == "pad":
+            return U(lib).pad_packed_sequence(packed)[0]
+        lib.manual_seed(0)
+        return getattr(lib.nn, kind)(2, 3, num_layers=2, bidirectional=True)(packed)[0].data
+    try:
+        expected = run(torch)
+    except RuntimeError:
+        same_error(run)
+        return
+    assert tuple(run(sg).shape) == tuple(expected.shape)
 
 
 # ---- recurrent layers on packed batches -----------------------------------------------------------

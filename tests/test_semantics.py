@@ -358,7 +358,8 @@ def test_accumulate_grad_nodes_point_at_their_leaf():
     x = staticgrad.randn(3, requires_grad=True)
     y = (x * 2).sum()
     acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
-    assert acc.name() == "AccumulateGrad" and acc.variable is x
+    assert acc.name() == "torch::autograd::AccumulateGrad" and acc.variable is x   # PyTorch's name()
+    assert type(acc).__name__ == "AccumulateGrad"
     assert (x * 3).grad_fn.next_functions[0][0] is acc, "one AccumulateGrad per leaf while the graph lives"
 
 

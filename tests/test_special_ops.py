@@ -291,13 +291,13 @@ def _pair(low=-2.0, high=2.0, low_b=None, high_b=None):
 
 
 EXACT = [
-    ("addcmul", lambda a, b: sg.addcmul(a, b, a, value=0.5) * 2.0, _pair()),
     ("addcdiv", lambda a, b: sg.addcdiv(b, a, b, value=-1.5) + 1.0, _pair(0.5, 2.0)),
     ("frac", lambda a, b: sg.frac(a * 3.0) + a, _pair()),
     ("deg2rad", lambda a, b: sg.deg2rad(a) * b, _pair()),
     ("rad2deg", lambda a, b: sg.rad2deg(a) + b, _pair()),
 ]
 NUMPY_CALLS = [
+    ("addcmul", lambda a, b: sg.addcmul(a, b, a, value=0.5) * 2.0, _pair()),
     ("erfc", lambda a, b: sg.erfc(a) * 2.0, _pair()), ("erfinv", lambda a, b: sg.erfinv(a * 0.4) * 2.0, _pair()),
     ("lgamma", lambda a, b: sg.lgamma(a) * 2.0, _pair(0.5, 3)),
     ("digamma", lambda a, b: sg.digamma(a) * 2.0, _pair(0.5, 3)),

@@ -20,13 +20,13 @@ def _binary(name: str, input, other):
             return dispatch(OPS[name], (input, other), {})
         if not is_scalar(other):
             require_tensor(other, name, "other", 2)
-        return dispatch(OPS[name + "_scalar"], (input,), {"other": fn.as_scalar(other)})
+        return dispatch(OPS[name + "_scalar"], (input,), {"other": fn.fit_scalar(input, fn.as_scalar(other))})
     if not is_scalar(input):
         require_tensor(input, name)
     require_tensor(other, name, "other", 2)
     if name == "remainder":
-        return dispatch(OPS["rremainder_scalar"], (other,), {"other": fn.as_scalar(input)})
-    return dispatch(OPS[name], (full_like_scalar(other, fn.as_scalar(input)), other), {})
+        return dispatch(OPS["rremainder_scalar"], (other,), {"other": fn.fit_scalar(other, fn.as_scalar(input))})
+    return dispatch(OPS[name], (full_like_scalar(other, fn.fit_scalar(other, fn.as_scalar(input))), other), {})
 
 
 def floor_divide(input, other):

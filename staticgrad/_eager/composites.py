@@ -21,6 +21,7 @@ from staticgrad._eager.reductions_more import cumprod
 from staticgrad._eager.tensor import Size, Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.shape import viewable
 
 
 def _dims(dims) -> tuple:
@@ -383,8 +384,19 @@ def tensordot(a, b, dims=2, out=None):
     size_a = [a._data.shape[d] for d in free_a]
     size_b = [b._data.shape[d] for d in free_b]
     k = int(np.prod([a._data.shape[d] for d in dims_a], dtype=np.int64))
-    left = fn.reshape(fn.permute(a, tuple(free_a + dims_a)), (int(np.prod(size_a, dtype=np.int64)), k))
-    right = fn.reshape(fn.permute(b, tuple(dims_b + free_b)), (k, int(np.prod(size_b, dtype=np.int64))))
+    rows, columns = int(np.prod(size_a, dtype=np.int64)), int(np.prod(size_b, dtype=np.int64))
+    permuted_a, permuted_b = fn.permute(a, tuple(free_a + dims_a)), fn.permute(b, tuple(dims_b + free_b))
+    if rows == 1 and columns == 1:   # one number: PyTorch's dot of the two flattened, or, where
+        # flattening either would copy, the sum of their product
+        if viewable(permuted_a._data, (k,)) and viewable(permuted_b._data, (k,)):
+            left = permuted_a if permuted_a._data.ndim == 1 else fn.reshape(permuted_a, (k,))
+            right = permuted_b if permuted_b._data.ndim == 1 else fn.reshape(permuted_b, (k,))
+            product = fn.dot(left, right)
+        else:
+            product = fn.sum(fn.mul(fn.squeeze(permuted_a), fn.squeeze(permuted_b)))
+        return fn.view(product, tuple(size_a + size_b))
+    left = fn.reshape(permuted_a, (rows, k))
+    right = fn.reshape(permuted_b, (k, columns))
     return fn.view(fn.mm(left, right), tuple(size_a + size_b))
 
 

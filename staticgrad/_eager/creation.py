@@ -4,6 +4,7 @@ staticgrad/_eager/sizes.py, with PyTorch's errors."""
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -176,9 +177,21 @@ def full_like(input, fill_value, *, dtype=None, requires_grad=False) -> Tensor:
 empty_like = zeros_like
 
 
+def _bound_text(x) -> str:
+    """A range bound as PyTorch's message prints it (2, 0.5, nan, inf)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else str(x)
+
+
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False) -> Tensor:
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {_bound_text(start)} -> {_bound_text(end)}")
+    if not ((step > 0 and end >= start) or (step < 0 and end <= start)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     values = (start, end, step)
     default = np.dtype(np.int64) if all(isinstance(v, int) for v in values) else None
     np_dtype = _np_dtype(dtype, default)

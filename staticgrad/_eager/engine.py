@@ -20,6 +20,7 @@ from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, gra
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, bump_grad_epoch
 from staticgrad.ops import OPS
+from staticgrad.ops.reductions import sum_to_axes
 
 
 def _root_edge(t: Tensor, index: int):
@@ -434,10 +435,20 @@ def _validate(node, index, g):
         if not expandable:
             raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {index} - got "
                                f"{list(g._data.shape)} but expected shape compatible with {list(shape)}")
-        g, owned = F.sum_to_size(g, shape=shape), True
+        g, owned = (_sum_to_nodes(g, shape) if g.requires_grad else F.sum_to_size(g, shape=shape)), True
     if g._data.dtype != dtype:
         g, owned = F.to_dtype(g, dtype=dtype, self_dtype=g._data.dtype), True
     return g, owned
+
+
+def _sum_to_nodes(g: Tensor, shape: tuple) -> Tensor:
+    """A gradient that builds a graph reduced to ``shape`` with PyTorch's nodes: SumBackward0 for a
+    0-dim shape, else SumBackward1 (keepdim) under a ViewBackward0 that drops the leading dims."""
+    if shape == ():
+        return F.sum(g)
+    lead = g._data.ndim - len(shape)
+    g = F.sum(g, dim=sum_to_axes(g._data.shape, shape), keepdim=True)
+    return F.view(g, shape=shape) if lead else g
 
 
 def _add_to_buffer(buf: dict, node, nr: int, g: Tensor, owned: bool) -> None:

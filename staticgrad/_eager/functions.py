@@ -13,6 +13,8 @@ from staticgrad._eager.dispatch import dispatch, dispatch_inplace, dispatch_piec
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
+from staticgrad.ops.math_ops import kernel_not_implemented
+from staticgrad.ops.shape import reshape_op
 
 _SCALAR_TYPES = (int, float, bool, np.number, np.bool_)
 
@@ -69,22 +71,50 @@ def _require_dims(input, message: str) -> None:
 
 # ---- arithmetic --------------------------------------------------------------------------------
 
+def fit_scalar(tensor, value):
+    """A Python int outside an integer tensor's range wrapped into it (``uint8 + -3`` adds 253), as
+    PyTorch casts the number to the tensor's dtype; NumPy refuses such a number."""
+    dtype = tensor._data.dtype
+    if type(value) is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max and -2**63 <= value < 2**64:
+            return int(np.array(value % 2**64, dtype=np.uint64).astype(dtype))
+    return value
+
+
 def add(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("add"), (input, other), {"alpha": alpha})
-        return dispatch(_op("add_scalar"), (other,), {"other": _number(input, "add") * alpha, "alpha": 1})
+        return dispatch(_op("add_scalar"), (other,), {"other": fit_scalar(other, _number(input, "add") * alpha),
+                                                      "alpha": 1})
     require_tensor(input, "add")
-    return dispatch(_op("add_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
+    return dispatch(_op("add_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other)), "alpha": alpha})
+
+
+def _is_bool(value) -> bool:
+    return type(value) is bool or (isinstance(value, Tensor) and value._data.dtype == np.bool_)
+
+
+def _sub_check(input, other) -> None:
+    """PyTorch refuses ``-`` on bool tensors (a Python bool counts as one)."""
+    if _is_bool(input) and _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
+    if _is_bool(input) or _is_bool(other):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
 def sub(input, other, *, alpha=1):
+    _sub_check(input, other)
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("sub"), (input, other), {"alpha": alpha})
-        return dispatch(_op("rsub_scalar"), (other,), {"other": _number(input, "sub"), "alpha": alpha})
+        number = fit_scalar(other, _number(input, "sub"))
+        return dispatch(_op("rsub_scalar"), (other,), {"other": number, "alpha": alpha})
     require_tensor(input, "sub")
-    return dispatch(_op("sub_scalar"), (input,), {"other": as_scalar(other), "alpha": alpha})
+    return dispatch(_op("sub_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other)), "alpha": alpha})
 
 
 def rsub(input, other, *, alpha=1):
@@ -95,9 +125,9 @@ def mul(input, other):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("mul"), (input, other), {})
-        return dispatch(_op("mul_scalar"), (other,), {"other": _number(input, "mul")})
+        return dispatch(_op("mul_scalar"), (other,), {"other": fit_scalar(other, _number(input, "mul"))})
     require_tensor(input, "mul")
-    return dispatch(_op("mul_scalar"), (input,), {"other": as_scalar(other)})
+    return dispatch(_op("mul_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other))})
 
 
 def div(input, other, *, rounding_mode=None):
@@ -163,7 +193,15 @@ sqrt = _unary("sqrt")
 reciprocal = _unary("reciprocal")
 rsqrt = _unary("rsqrt")
 abs = _unary("abs")
-sign = _unary("sign")
+_sign = _unary("sign")
+
+
+def sign(input):
+    """torch.sign; of a bool tensor, its own values (True is 1), as PyTorch."""
+    require_tensor(input, "sign")
+    if input._data.dtype == np.bool_:
+        return clone(input)
+    return _sign(input)
 logical_not = _unary("logical_not")
 
 
@@ -324,8 +362,10 @@ def _check_nonempty(name: str, input, dim) -> None:
         raise IndexError(f"{name}(): Expected reduction dim {_normalize_dim(dim, len(shape))} to have non-zero size.")
 
 
-def max(input, dim=None, keepdim=False, *, axis=None):
+def max(input, dim=None, keepdim=False, *, axis=None, other=None):
     require_tensor(input, "max")
+    if other is not None:   # torch.max(input, other=...): the elementwise form
+        return maximum(input, other)
     if axis is not None:  # PyTorch's alias of dim
         if dim is not None:
             raise TypeError("max() got an unexpected keyword argument 'axis'")
@@ -340,8 +380,10 @@ def max(input, dim=None, keepdim=False, *, axis=None):
     return MaxResult(values, indices)
 
 
-def min(input, dim=None, keepdim=False, *, axis=None):
+def min(input, dim=None, keepdim=False, *, axis=None, other=None):
     require_tensor(input, "min")
+    if other is not None:   # torch.min(input, other=...): the elementwise form
+        return minimum(input, other)
     if axis is not None:  # PyTorch's alias of dim
         if dim is not None:
             raise TypeError("min() got an unexpected keyword argument 'axis'")
@@ -356,40 +398,77 @@ def min(input, dim=None, keepdim=False, *, axis=None):
     return MinResult(values, indices)
 
 
+def _check_nonempty_dims(name: str, input, dims, tail: str = "") -> None:
+    """PyTorch's errors for amax/amin/argmax/argmin over no elements (``dims`` None: all of them)."""
+    shape = input._data.shape
+    if dims is None or not shape:
+        if input._data.size == 0:
+            raise (RuntimeError if tail else IndexError)(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0.{tail}")
+        return
+    for d in dims:
+        if shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+_SPECIFY_DIM = " Specify the reduction dim with the 'dim' argument."
+
+
+def _listed_dims(dim, ndim: int):
+    """amax/amin's dims, None where none are listed (all of them)."""
+    return None if isinstance(dim, (list, tuple)) and len(dim) == 0 else reduction_dims(dim, ndim)
+
+
 def amax(input, dim=(), keepdim=False):
     require_tensor(input, "amax")
+    _check_nonempty_dims("amax", input, _listed_dims(dim, input._data.ndim), _SPECIFY_DIM)
     return dispatch(_op("amax"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def amin(input, dim=(), keepdim=False):
     require_tensor(input, "amin")
+    _check_nonempty_dims("amin", input, _listed_dims(dim, input._data.ndim), _SPECIFY_DIM)
     return dispatch(_op("amin"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim})
 
 
 def argmax(input, dim=None, keepdim=False):
     require_tensor(input, "argmax")
     d = None if dim is None else _normalize_dim(dim, input._data.ndim)
+    _check_nonempty_dims("argmax", input, None if d is None else (d,))
     return dispatch(_op("argmax"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
 
 
 def argmin(input, dim=None, keepdim=False):
     require_tensor(input, "argmin")
     d = None if dim is None else _normalize_dim(dim, input._data.ndim)
+    _check_nonempty_dims("argmin", input, None if d is None else (d,))
     return dispatch(_op("argmin"), (input,), {"dim": d, "keepdim": keepdim and d is not None})
+
+
+def _softmax_kernel_check(name: str, input, dim: int) -> None:
+    """PyTorch's softmax kernels have no integer or bool loop (their name says whether dim is the last)."""
+    data = input._data
+    if data.dtype.kind in "biu" and data.size:
+        last = data.ndim == 0 or dim == data.ndim - 1
+        raise kernel_not_implemented(f"{name}{'_lastdim' if last else ''}_kernel_impl", data.dtype)
 
 
 def softmax(input, dim, dtype=None):
     require_tensor(input, "softmax")
     if dtype is not None:
         input = to_dtype(input, dtype)
-    return dispatch(_op("softmax"), (input,), {"dim": _normalize_dim(dim, input._data.ndim)})
+    dim = _normalize_dim(dim, input._data.ndim)
+    _softmax_kernel_check("softmax", input, dim)
+    return dispatch(_op("softmax"), (input,), {"dim": dim})
 
 
 def log_softmax(input, dim, dtype=None):
     require_tensor(input, "log_softmax")
     if dtype is not None:
         input = to_dtype(input, dtype)
-    return dispatch(_op("log_softmax"), (input,), {"dim": _normalize_dim(dim, input._data.ndim)})
+    dim = _normalize_dim(dim, input._data.ndim)
+    _softmax_kernel_check("log_softmax", input, dim)
+    return dispatch(_op("log_softmax"), (input,), {"dim": dim})
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -439,6 +518,10 @@ def _same_dtype_mm(mat1, mat2) -> None:
 def mm(input, mat2):
     require_tensor(input, "mm")
     require_tensor(mat2, "mm", "mat2", 2)
+    if input._data.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2._data.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
     _same_dtype_mm(input, mat2)
     return dispatch(_op("mm"), (input, mat2), {})
 
@@ -580,22 +663,14 @@ def infer_shape(shape: tuple, numel: int) -> tuple:
     return shape
 
 
-def _viewable(array, shape) -> bool:
-    if array.flags.c_contiguous:
-        return True
-    try:
-        np.reshape(array, shape, copy=False)
-        return True
-    except ValueError:
-        return False
-
-
 def reshape(input, *shape):
-    """A view when the memory layout allows one, else a copy (Clone + UnsafeView), as PyTorch does."""
+    """A view when the memory layout allows one (ViewBackward0 on a contiguous tensor,
+    ReshapeAliasBackward0 on another), else a copy (Clone + UnsafeView), as PyTorch does."""
     require_tensor(input, "reshape")
     shape = infer_shape(shape_argument(shape), input._data.size)
-    if _viewable(input._data, shape):
-        return dispatch(_op("view"), (input,), {"shape": shape})
+    op = reshape_op(input._data, shape)
+    if op is not None:
+        return dispatch(_op(op), (input,), {"shape": shape})
     return dispatch(_op("unsafe_view"), (clone(input),), {"shape": shape})
 
 
@@ -795,19 +870,22 @@ def builtins_sum(values):
 def add_(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("add"), input, (other,), {"alpha": alpha})
-    return dispatch_inplace(_op("add_scalar"), input, (), {"other": as_scalar(other), "alpha": alpha})
+    number = fit_scalar(input, as_scalar(other))
+    return dispatch_inplace(_op("add_scalar"), input, (), {"other": number, "alpha": alpha})
 
 
 def sub_(input, other, *, alpha=1):
+    _sub_check(input, other)
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("sub"), input, (other,), {"alpha": alpha})
-    return dispatch_inplace(_op("sub_scalar"), input, (), {"other": as_scalar(other), "alpha": alpha})
+    number = fit_scalar(input, as_scalar(other))
+    return dispatch_inplace(_op("sub_scalar"), input, (), {"other": number, "alpha": alpha})
 
 
 def mul_(input, other):
     if isinstance(other, Tensor):
         return dispatch_inplace(_op("mul"), input, (other,), {})
-    return dispatch_inplace(_op("mul_scalar"), input, (), {"other": as_scalar(other)})
+    return dispatch_inplace(_op("mul_scalar"), input, (), {"other": fit_scalar(input, as_scalar(other))})
 
 
 def div_(input, other):

@@ -40,7 +40,9 @@ def _sequence_as_tuple(index) -> bool:
         for item in index)
 
 
-def _normalize(index):
+def _normalize(index, byte_masks: bool = False):
+    """The index as a list of items; ``byte_masks`` (reading): a uint8 tensor is a mask of its nonzero
+    elements, as PyTorch (deprecated there, with a warning) reads one."""
     if _sequence_as_tuple(index):
         warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
                       "instead of x[seq] (PyTorch will read it as a tensor index)", UserWarning, stacklevel=3)
@@ -53,6 +55,10 @@ def _normalize(index):
             item = _as_index_tensor(item)
         elif isinstance(item, np.integer):
             item = int(item)
+        elif byte_masks and isinstance(item, Tensor) and item._data.dtype == np.uint8:
+            warnings.warn("indexing with dtype staticgrad.uint8 is now deprecated, please use a dtype "
+                          "staticgrad.bool instead.", UserWarning, stacklevel=3)
+            item = to_dtype(item, _dtypes.bool_)
         elif isinstance(item, Tensor) and item._data.dtype.kind not in "iub":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         elif (isinstance(item, Tensor) and item._data.ndim == 0 and item._data.dtype.kind in "iu"
@@ -103,7 +109,7 @@ def _apply_basic(t: Tensor, items):
         elif isinstance(item, slice):
             size = result._data.shape[dim]
             if item.step is not None and item.step <= 0:
-                raise ValueError("step must be greater than zero")
+                raise ValueError("slice step cannot be zero" if item.step == 0 else "step must be greater than zero")
             if item == slice(None) and not lone_full_slice:
                 dim += 1
                 continue
@@ -129,15 +135,26 @@ def _template(tensors):
     return tuple(template)
 
 
+def _check_mask_shape(mask: Tensor, indexed: Tensor, dim: int) -> None:
+    """PyTorch's error for a boolean mask whose shape differs from the dims it covers (``indexed`` is
+    the tensor after the plain indices, the mask's first dim at ``dim``)."""
+    shape = indexed._data.shape
+    for k, size in enumerate(mask._data.shape):
+        if dim + k < len(shape) and size != shape[dim + k]:
+            raise IndexError(f"The shape of the mask {list(mask._data.shape)} at index {k} does not match the shape "
+                             f"of the indexed tensor {list(shape)} at index {dim + k}")
+
+
 def getitem(t: Tensor, index):
-    items = _expand_ellipsis(_normalize(index), t._data.ndim)
+    items = _expand_ellipsis(_normalize(index, byte_masks=True), t._data.ndim)
     result, tensors = _apply_basic(t, items)
     if not tensors:
         return result
     if len(tensors) > MAX_INDEX_TENSORS:
         raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
-    for _, index_tensor in tensors:
+    for dim, index_tensor in tensors:
         if index_tensor._data.dtype.kind == "b":
+            _check_mask_shape(index_tensor, result, dim)
             _read_guard(index_tensor, "indexing with a boolean mask (the result's size depends on the mask's values)")
     return dispatch(OPS[f"index{len(tensors)}"], (result,) + tuple(i for _, i in tensors),
                     {"template": _template(tensors)})

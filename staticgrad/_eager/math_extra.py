@@ -147,11 +147,23 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, re
     """Draws from N(mean, std): mean and std tensors (broadcast; NormalBackward3), a tensor and a number
     (NormalBackward1 / 2), or two numbers and a ``size``; ``out=`` receives them. The gradients to mean
     and std are zero, as in PyTorch (the draws are not reparameterised)."""
-    if out is not None:
-        fn.require_tensor(out, "normal", "out", 4)
-        refuse_autograd("normal", *(t for t in (mean, std) if isinstance(t, Tensor)))
+    if out is None:
+        return _draw(mean, std, size, generator, dtype, requires_grad)
+    fn.require_tensor(out, "normal", "out", 4)
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    refuse_autograd("normal", *tensors)
+    if isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        # PyTorch draws into out broadcast with the mean: out keeps a shape the mean broadcasts to
+        _require_float(mean)
+        _check_std_number(std)
+        _broadcast_check(mean, out)
+        shape = tuple(np.broadcast_shapes(mean._data.shape, out._data.shape))
+        if shape != mean._data.shape:
+            mean = fn.expand(mean, shape)
+    _require_float(out)
     result = _draw(mean, std, size, generator, dtype, requires_grad)
-    return result if out is None else write_out("normal", result, out)
+    # the tensor forms resize a wrong-shaped out with PyTorch's warning (resize_output), the size form silently
+    return write_out("normal", result, out, warn_on_resize=bool(tensors))
 
 
 FUNCTIONS = {"logaddexp2": logaddexp2, "gcd": gcd, "lcm": lcm, "ldexp": ldexp, "frexp": frexp}

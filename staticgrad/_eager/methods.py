@@ -14,6 +14,27 @@ from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad.ops import dtypes as _dtypes
 
 
+def _comparison(function):
+    """``==`` / ``!=``: against None, a list, tuple, string or dict PyTorch's tensor declines
+    (NotImplemented), so Python compares identities (False for ==, True for !=)."""
+    def method(self, other):
+        if other is None or isinstance(other, (list, tuple, str, dict, set)):
+            return NotImplemented
+        return function(self, other)
+    return method
+
+
+def _flip(self, *dims, **keywords):
+    """Tensor.flip(*dims) or flip(dims=...)."""
+    if "dims" in keywords:
+        if dims:
+            raise TypeError("flip() got multiple values for argument 'dims'")
+        return movement.flip(self, keywords.pop("dims"), **keywords)
+    if not dims:
+        raise TypeError('flip() missing 1 required positional arguments: "dims"')
+    return movement.flip(self, dims[0] if len(dims) == 1 else dims, **keywords)
+
+
 def _reflect(f):
     def method(self, other):
         return f(other, self)
@@ -72,7 +93,8 @@ METHODS = {
     "__truediv__": fn.div, "__rtruediv__": _reflect(fn.div), "__itruediv__": fn.div_,
     "__pow__": fn.pow, "__rpow__": _reflect(fn.pow), "__matmul__": fn.matmul, "__rmatmul__": _reflect(fn.matmul),
     "__neg__": fn.neg, "__abs__": fn.abs,
-    "__eq__": fn.eq, "__ne__": fn.ne, "__lt__": fn.lt, "__le__": fn.le, "__gt__": fn.gt, "__ge__": fn.ge,
+    "__eq__": _comparison(fn.eq), "__ne__": _comparison(fn.ne),
+    "__lt__": fn.lt, "__le__": fn.le, "__gt__": fn.gt, "__ge__": fn.ge,
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
     # math
     "add": fn.add, "sub": fn.sub, "mul": fn.mul, "div": fn.div, "true_divide": fn.div, "pow": fn.pow,
@@ -119,7 +141,7 @@ METHODS["detach_"] = _detach_
 
 # data movement (staticgrad._eager.movement)
 METHODS.update({
-    "flip": lambda self, *dims: movement.flip(self, dims[0] if len(dims) == 1 else dims),
+    "flip": _flip,
     "fliplr": movement.fliplr, "flipud": movement.flipud, "roll": movement.roll, "diagonal": movement.diagonal,
     "repeat": movement.repeat, "tile": movement._tile_method,
     "diag": movement.diag, "diag_embed": movement.diag_embed, "unfold": movement.unfold,

@@ -300,7 +300,7 @@ class AccumulateGrad(_Hookable):
         self.metadata = None
 
     def name(self) -> str:
-        return "AccumulateGrad"
+        return "torch::autograd::AccumulateGrad"   # PyTorch's name() (its class is AccumulateGrad)
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {hex(id(self))}>"

@@ -137,11 +137,32 @@ class RecurrentLayers(Module):
         if hx is not None and sorted_indices is not None:
             hx = self._permute_hidden(hx, sorted_indices)
         initial = self._initial_states(hx, batch_sizes[0], data.dtype)
+        self._check_packed_rows(data, batch_sizes)
         output, finals = run_layers(self, data, batch_sizes, initial, self._step_of)
         hidden = self._final_hidden(finals)
         if unsorted_indices is not None:
             hidden = self._permute_hidden(hidden, unsorted_indices)
         return PackedSequence(output, packed.batch_sizes, sorted_indices, unsorted_indices), hidden
+
+    # PyTorch's LSTM reads a packed batch in which every step holds the whole batch as one (steps,
+    # batch, *) view of its data; otherwise (and GRU, RNN always) it takes each step's rows in turn.
+    _packed_whole_batch_view = False
+
+    def _check_packed_rows(self, data, batch_sizes: list) -> None:
+        """PyTorch's error where the data holds fewer rows than the batch sizes add up to (packed
+        with lengths beyond the padded input's steps, or made by hand); more rows are left unread,
+        except by the whole-batch view."""
+        rows = data.shape[0]
+        if self._packed_whole_batch_view and all(size == batch_sizes[0] for size in batch_sizes):
+            shape = [len(batch_sizes), batch_sizes[0]] + list(data.shape[1:])
+            if math.prod(shape) != data.numel():
+                raise RuntimeError(f"shape '{shape}' is invalid for input of size {data.numel()}")
+            return
+        offset = 0
+        for size in batch_sizes:
+            if offset + size > rows:
+                raise RuntimeError(f"start ({offset}) + length ({size}) exceeds dimension size ({rows}).")
+            offset += size
 
     @staticmethod
     def _permute_hidden(hx, permutation):
@@ -174,6 +195,8 @@ class LSTM(RecurrentLayers):
     -> ``(output, (h_n, c_n))``, input (L, N, H_in), (N, L, H_in) if batch_first, or unbatched (L, H_in);
     h_0, c_0 and h_n, c_n are (num_layers * num_directions, N, H); a bidirectional output concatenates
     both directions on the feature dim."""
+
+    _packed_whole_batch_view = True
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,

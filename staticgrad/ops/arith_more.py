@@ -1,8 +1,9 @@
 """More elementwise arithmetic: addcmul, addcdiv, hypot, xlogy and xlog1py (tensor or number on either
 side), fmax, fmin, frac, sgn, deg2rad, rad2deg, nextafter, heaviside.
 
-addcmul, addcdiv, frac and the degree conversions have exact scalar expressions (the IEEE
-operations of their NumPy forwards, in order), so they join fused kernels; the rest stay NumPy calls.
+addcdiv, frac and the degree conversions have exact scalar expressions (the IEEE operations of
+their NumPy forwards, in order), so they join fused kernels; the rest (addcmul among them: its FMA
+is a Numba loop) stay calls of their forwards.
 """
 
 from __future__ import annotations
@@ -12,41 +13,61 @@ from dataclasses import replace
 
 import numpy as np
 
-from staticgrad.ops.elementwise import broadcast_error
+from staticgrad.ops.elementwise import broadcast_error, loop_operands, loop_output, loop_result
 from staticgrad.ops.math_ops import into
-from staticgrad.ops.registry import OPS, OpDef, Save, lit, register
+from staticgrad.ops.registry import OPS, OpDef, Save, jit_loops, lit, register
 
 DEGREES_TO_RADIANS = math.pi / 180.0
 RADIANS_TO_DEGREES = 180.0 / math.pi
 
 
 # ---- addcmul / addcdiv: self + value * t1 (* or /) t2, the value in the tensors' dtype --------------
+#
+# PyTorch's CPU loops round value * t1 first; addcmul then adds self and the product with t2 as one
+# fused multiply-add (rounded once: a Numba loop, as NumPy has no FMA, so addcmul does not join fused
+# kernels, whose expressions are NumPy's operations); addcdiv divides by t2, then adds self. float16
+# works in float32 and is rounded once at the end.
 
 def _addcmul(a, b, c, out=None, value=1):
-    return np.add(a, np.multiply(np.multiply(np.result_type(a, b, c).type(value), b), c), out=out)
+    if np.result_type(a, b, c).kind != "f":   # integers are exact either way; complex has no FMA here
+        return np.add(a, np.multiply(np.multiply(np.result_type(a, b, c).type(value), b), c), out=out)
+    (flat_a, flat_b, flat_c), shape, dtype, work = loop_operands(a, b, c)
+    flat = loop_output(flat_a.size, work, out, (a, b, c))
+    jit_loops().addcmul_array(flat_a, flat_b, flat_c, work.type(value), flat)
+    return loop_result(flat, shape, dtype, out)
 
 
 def _addcdiv(a, b, c, out=None, value=1):
-    return np.add(a, np.true_divide(np.multiply(np.result_type(a, b, c).type(value), b), c), out=out)
+    dtype = np.result_type(a, b, c)
+    if dtype == np.float16:
+        return into(_addcdiv(a.astype(np.float32), b.astype(np.float32), c.astype(np.float32), value=value)
+                    .astype(np.float16), out)
+    return np.add(a, np.true_divide(np.multiply(dtype.type(value), b), c), out=out)
 
 
 def _addcmul_backward(F, g, s, at, need):
+    """PyTorch's formulas: grad * (t2 * value), grad * (t1 * value), the value a C++ Scalar (MulBackward1)."""
     value = s["value"]
     return (g if need[0] else None,
-            g * F.mul_scalar(s["tensor2"], other=value) if need[1] else None,
-            g * F.mul_scalar(s["tensor1"], other=value) if need[2] else None)
+            g * F.mul_scalar_cpp(s["tensor2"], other=value) if need[1] else None,
+            g * F.mul_scalar_cpp(s["tensor1"], other=value) if need[2] else None)
 
 
 def _addcdiv_backward(F, g, s, at, need):
+    """PyTorch's formulas and their rounding: grad * (value / t2) (the value a wrapped 0-dim tensor of
+    t2's dtype, DivBackward0), -grad * ((value * t1) / (t2 * t2))."""
     value, t1, t2 = s["value"], s.get("tensor1"), s["tensor2"]
-    return (g if need[0] else None,
-            g * F.mul_scalar(F.reciprocal(t2), other=value) if need[1] else None,
-            F.neg(g) * F.mul_scalar(t1, other=value) / (t2 * t2) if need[2] else None)
+    grad_t1 = grad_t2 = None
+    if need[1]:
+        grad_t1 = g * F.div(F.full(shape=(), value=value, dtype=t2._data.dtype), t2)
+    if need[2]:
+        grad_t2 = F.neg(g) * F.div(F.mul_scalar_cpp(t1, other=value), t2 * t2)
+    return g if need[0] else None, grad_t1, grad_t2
 
 
 register(OpDef("addcmul", _addcmul, "elementwise", "AddcmulBackward0", _addcmul_backward,
                (Save("value", "attr:value", freed=False), Save("tensor1", 1, when=(2,)), Save("tensor2", 2, when=(1,))),
-               "promote", lambda x, at: f"({x[0]} + (({lit(at['value'])} * {x[1]}) * {x[2]}))", broadcast_error))
+               "promote", None, broadcast_error))
 register(OpDef("addcdiv", _addcdiv, "elementwise", "AddcdivBackward0", _addcdiv_backward,
                (Save("value", "attr:value", freed=False), Save("tensor1", 1, when=(2,)),
                 Save("tensor2", 2, when=(1, 2))),

@@ -1,10 +1,11 @@
-"""Numba loops for what NumPy has no fast loop for: erf (GELU), max pooling, ReLU's backward, and
-softmax, log-softmax and layer norm over short rows.
+"""Numba loops for what NumPy has no fast loop for: erf (GELU), addcmul's fused multiply-add, max
+pooling, ReLU's backward, and softmax, log-softmax and layer norm over short rows.
 
 The op forwards call these (eager dispatch and replay alike), so eager and replay compute the
 same numbers. Each loop performs, per element, exactly the IEEE operations written in it: no
 fastmath, so LLVM neither reassociates nor contracts into FMAs, and its vector body and scalar
-remainder agree bit for bit. The one exception, the row sums, is described where they are.
+remainder agree bit for bit (addcmul's fused multiply-add is written as one, an LLVM intrinsic).
+The one exception, the row sums, is described where they are.
 Arrays come in C-contiguous, flat, as (planes, H, W) or as (rows, n).
 
 Loaded on an op's first call, not with staticgrad (loading Numba takes about half a second).
@@ -82,6 +83,27 @@ def erf_array(x, out):
     """out = erf(x) elementwise, x and out flat, of one dtype."""
     for i in range(x.size):
         out[i] = erf(x[i])
+
+
+# ---- addcmul: self + (value * t1) * t2 with one rounding for the last multiply-add ---------------
+#
+# PyTorch's CPU loop computes (value * t1) * t2 + self as a fused multiply-add (its compiler
+# contracts the two operations, in the vector body and the scalar tail alike). LLVM's fma
+# intrinsic is that operation, rounded once, exactly, in float32 and float64 alike.
+
+@numba.extending.intrinsic
+def fused_multiply_add(typingctx, a, b, c):
+    """a * b + c rounded once (LLVM's fma), for three floats of one type."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return a(a, b, c), codegen
+
+
+@_jit
+def addcmul_array(a, t1, t2, value, out):
+    """out = fma(value * t1, t2, a) elementwise; flat arrays of one dtype, value of that dtype."""
+    for i in range(out.size):
+        out[i] = fused_multiply_add(value * t1[i], t2[i], a[i])
 
 
 # ---- GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)) -------------------------------------------------

@@ -18,9 +18,12 @@ def _time_major(a, batch_first: bool):
 
 
 def _pack_padded_sequence(input, out=None, batch_sizes=(), batch_first=False):
-    """The rows ``input[t, :batch_sizes[t]]`` of every step t, stacked (time-major input unless batch_first)."""
+    """The rows ``input[t, :batch_sizes[t]]`` of every step t, stacked (time-major input unless batch_first).
+    Lengths beyond the input's steps take what steps there are, as PyTorch's slices do: the result
+    then has fewer rows than ``batch_sizes`` add up to (and its backward refuses, as PyTorch's does)."""
     steps = _time_major(input, batch_first)
-    result = np.concatenate([steps[t, :size] for t, size in enumerate(batch_sizes)], 0)
+    result = np.concatenate([steps[t:t + 1, :size].reshape((-1,) + steps.shape[2:])
+                             for t, size in enumerate(batch_sizes)], 0)
     if out is None:
         return result
     np.copyto(out, result)
@@ -31,6 +34,9 @@ def _pack_padded_sequence_backward(grad, out=None, input_size=(), batch_sizes=()
     """The packed ``grad`` written back into a zero padded array of ``input_size``."""
     result = np.zeros(input_size, grad.dtype)
     steps = _time_major(result, batch_first)
+    if len(batch_sizes) > steps.shape[0]:   # packed with lengths beyond the input's steps
+        raise IndexError(f"select(): index {steps.shape[0]} out of range for tensor of size {list(steps.shape)} "
+                         "at dimension 0")
     offset = 0
     for t, size in enumerate(batch_sizes):
         steps[t, :size] = grad[offset:offset + size]

@@ -207,6 +207,8 @@ register(OpDef("argmin", _arg_extreme(np.argmin), "reduction", dtype_rule="index
 # ---- gather and its adjoint -------------------------------------------------------------------
 
 def _gather(a, index, out=None, dim=0):
+    """a's values at ``index`` along ``dim``; an index outside [0, size) is refused, as PyTorch refuses it
+    (NumPy would wrap a negative one around)."""
     size = a.shape[dim] if a.ndim else 1
     if index.size and (index.min() < 0 or index.max() >= size):  # NumPy would wrap a negative index
         bad = index.reshape(-1)[np.flatnonzero((index.reshape(-1) < 0) | (index.reshape(-1) >= size))[0]]
@@ -252,10 +254,12 @@ register(OpDef("scatter_add_zeros", _scatter_add_zeros, "other", "ScatterAddBack
 # ---- logsumexp -----------------------------------------------------------------------------------
 
 def _logsumexp(a, out=None, dim=(), keepdim=False):
-    peak = np.max(a, axis=dim, keepdims=True)
+    """log(sum(exp(a))) over ``dim``, shifted by the peak; over no elements -inf (the log of 0), as PyTorch."""
+    peak = np.max(a, axis=dim, keepdims=True, initial=-np.inf)
     peak = np.where(np.isfinite(peak), peak, 0)
     total = np.sum(np.exp(a - peak), axis=dim, keepdims=True)
-    result = np.log(total) + peak
+    with np.errstate(divide="ignore"):
+        result = np.log(total) + peak
     if not keepdim:
         result = np.squeeze(result, axis=dim)
     if out is None:

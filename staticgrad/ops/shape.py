@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from staticgrad.ops.registry import OpDef, Save, register, with_emit
+from staticgrad.ops.registry import OPS, OpDef, Save, register, with_emit
 
 
 def _numel(shape) -> int:
@@ -31,17 +33,38 @@ def _reshape_error(shapes, attrs, exc):
     return RuntimeError(f"shape '{shape}' is invalid for input of size {_numel(shapes[0])}")
 
 
+def viewable(array, shape) -> bool:
+    """Whether ``array`` can be reshaped to ``shape`` without a copy."""
+    if array.flags.c_contiguous:
+        return True
+    try:
+        np.reshape(array, shape, copy=False)
+        return True
+    except ValueError:
+        return False
+
+
+def reshape_op(array, shape) -> str:
+    """The op PyTorch's reshape becomes for this layout: "view" for a contiguous array (ViewBackward0),
+    "reshape_alias" for another layout a view can still express (ReshapeAliasBackward0), else None
+    (a copy: CloneBackward0 under UnsafeViewBackward0)."""
+    if array.flags.c_contiguous:   # NumPy's flag, like PyTorch's is_contiguous, ignores size-1 and empty dims
+        return "view"
+    return "reshape_alias" if viewable(array, shape) else None
+
+
 def reshape_back(F, g, shape):
     """A gradient reshaped to ``shape`` (an input's), as PyTorch's reshape: a view where the layout
     allows one, else a copy. Where no graph is built (g needs no gradient) one op whose NumPy reshape
     makes that choice when it runs, so a recorded backward decides nothing by the layout its trace
     saw: a compiled model's backward gets incoming gradients in whatever layout the loss gave them
     (a sum's stride-0 expand), as eager's nodes do. Building a graph, PyTorch's nodes: ViewBackward0,
-    or CloneBackward0 under UnsafeViewBackward0."""
+    ReshapeAliasBackward0, or CloneBackward0 under UnsafeViewBackward0."""
     if not g.requires_grad:
         return F.unsafe_view(g, shape=shape)
-    if g._data.flags.c_contiguous:
-        return F.view(g, shape=shape)
+    op = reshape_op(g._data, shape)
+    if op is not None:
+        return getattr(F, op)(g, shape=shape)
     return F.unsafe_view(F.clone(g), shape=shape)
 
 
@@ -371,6 +394,8 @@ with_emit("transpose", lambda ins, out, at, shapes: (  # a 0-dim input calls the
 with_emit("permute", lambda ins, out, at, shapes: f"{out} = np.transpose({ins[0]}, {at['dims']!r})")
 with_emit("view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({at['shape']!r})")
 with_emit("unsafe_view", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({at['shape']!r})")
+# reshape of a non-contiguous tensor that a view can express: PyTorch's _reshape_alias
+register(replace(OPS["view"], name="reshape_alias", node_name="ReshapeAliasBackward0"))
 with_emit("expand", lambda ins, out, at, shapes: f"{out} = np.broadcast_to({ins[0]}, {at['shape']!r})")
 with_emit("unsqueeze", lambda ins, out, at, shapes: f"{out} = np.expand_dims({ins[0]}, {at['dim']})")
 with_emit("squeeze", lambda ins, out, at, shapes: f"{out} = {ins[0]}.reshape({tuple(shapes[-1])!r})")

@@ -6,6 +6,8 @@ saved-tensor hooks that keep a placeholder in place of every tensor its nodes sa
 and its node names are those of the plain call. Backward's first read of a placeholder runs the
 function again under hooks that collect the saved tensors in the order they were saved (stopping
 once all are back), with the random state of the first run, so dropout draws the same mask.
+``context_fn`` returns two context managers, one around the forward run and one around each
+recompute (the same object each time).
 
 ``use_reentrant=True`` (PyTorch 2.13's default, with a warning, when ``use_reentrant`` is not
 passed): the function runs under no_grad inside one ``CheckpointFunctionBackward`` node, whose
@@ -21,7 +23,7 @@ import warnings
 from staticgrad._eager.engine import backward as _backward
 from staticgrad._eager.engine import is_checkpoint_valid
 from staticgrad._eager.generator import default_generator
-from staticgrad._eager.grad_mode import enable_grad, no_grad
+from staticgrad._eager.grad_mode import enable_grad, is_grad_enabled, no_grad
 from staticgrad._eager.saved_hooks import saved_tensors_hooks
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
@@ -60,6 +62,7 @@ def set_checkpoint_early_stop(enable: bool):
 
 
 def noop_context_fn():
+    """checkpoint's default context_fn: two context managers that do nothing."""
     return contextlib.nullcontext(), contextlib.nullcontext()
 
 
@@ -128,9 +131,11 @@ class _CheckpointFrame:
     """One checkpointed call: how to run it again, what its first run saved (shape, dtype per
     placeholder), and the tensors a recompute brought back that backward has not read yet."""
 
-    def __init__(self, function, args, kwargs, random_state, early_stop: bool, check: bool):
+    def __init__(self, function, args, kwargs, random_state, early_stop: bool, check: bool,
+                 recompute_context):
         self.function, self.args, self.kwargs = function, args, kwargs
         self.random_state, self.early_stop, self.check = random_state, early_stop, check
+        self.recompute_context = recompute_context
         self.metadata = []
         self.recomputed = {}
 
@@ -159,11 +164,13 @@ class _CheckpointFrame:
             raise CheckpointError("staticgrad.utils.checkpoint: a tensor saved during recomputation was read")
 
         random = self.random_state.restored() if self.random_state is not None else contextlib.nullcontext()
-        with random, enable_grad(), saved_tensors_hooks(collect, never):
-            try:
+        # context_fn's second context manager, the same object on every recompute, entered last (the
+        # early stop leaves it by the exception that ends the recompute)
+        try:
+            with random, enable_grad(), saved_tensors_hooks(collect, never), self.recompute_context:
                 self.function(*self.args, **self.kwargs)
-            except _StopRecomputation:
-                pass
+        except _StopRecomputation:
+            pass
         self._check(collected)
         self.recomputed = dict(enumerate(collected))
 
@@ -185,17 +192,29 @@ class _CheckpointFrame:
                                   f"different metadata than during the forward pass.\n{different}.\n" + _DEBUG_TIP)
 
 
-def _checkpoint_without_reentrant(function, preserve: bool, determinism_check: str, early_stop: bool, args,
-                                  kwargs):
+def _checkpoint_without_reentrant(function, preserve: bool, context_fn, determinism_check: str, early_stop: bool,
+                                  args, kwargs):
+    """``context_fn()`` gives two context managers: the first wraps the forward run (inside the
+    saved-tensor hooks), the second each recompute (inside the restored random state and grad mode)."""
     if determinism_check not in ("default", "none"):
         raise ValueError("determinism_check should be one of ['default', 'none'], but got " + str(determinism_check))
+    forward_context, recompute_context = context_fn()
+    if not is_grad_enabled():   # nothing to recompute: a plain call, outside forward_context too (as PyTorch)
+        return function(*args, **kwargs)
     random_state = _RandomState() if preserve else None
     if _EarlyStop.forced is not None:
         early_stop = _EarlyStop.forced
-    frame = _CheckpointFrame(function, args, kwargs, random_state, early_stop, determinism_check == "default")
+    frame = _CheckpointFrame(function, args, kwargs, random_state, early_stop, determinism_check == "default",
+                             recompute_context)
     before = _draw_position() if preserve and Tracing.tracer is not None else None
-    with saved_tensors_hooks(frame.pack, frame.unpack):
+    completed = False
+    with saved_tensors_hooks(frame.pack, frame.unpack), forward_context:
         result = function(*args, **kwargs)
+        completed = True
+    if not completed:
+        raise RuntimeError("staticgrad.utils.checkpoint: the forward context provided by context_fn suppressed an "
+                           "exception raised during the checkpointed forward. This is not supported because "
+                           "checkpoint cannot return a value for a failed forward.")
     if before is not None:
         _refuse_random_replay(function, before)
     return result
@@ -265,10 +284,7 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=no
         if context_fn is not noop_context_fn or debug is not False:
             raise ValueError("Passing `context_fn` or `debug` is only supported when use_reentrant=False.")
         return CheckpointFunction.apply(function, preserve, *args)
-    if context_fn is not noop_context_fn:
-        raise NotImplementedError("staticgrad's checkpoint takes no context_fn (PyTorch uses it for selective "
-                                  "checkpointing policies): leave context_fn out")
-    return _checkpoint_without_reentrant(function, preserve, determinism_check, early_stop, args, kwargs)
+    return _checkpoint_without_reentrant(function, preserve, context_fn, determinism_check, early_stop, args, kwargs)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant: bool | None = None, **kwargs):

@@ -117,8 +117,9 @@ def invert_permutation(permutation):
     return _int64(inverse)
 
 
-def _check_lengths(lengths: np.ndarray, batch_size: int, steps: int) -> None:
-    """PyTorch's checks of ``_pack_padded_sequence``, in its order."""
+def _check_lengths(lengths: np.ndarray, batch_size: int) -> None:
+    """PyTorch's checks of ``_pack_padded_sequence``, in its order. A length beyond the input's steps
+    passes, as in PyTorch: the packing takes the steps there are (see ops/packed_sequence.py)."""
     if lengths.ndim != 1:
         raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got {lengths.ndim}D cpu Long "
                            "tensor")
@@ -132,9 +133,6 @@ def _check_lengths(lengths: np.ndarray, batch_size: int, steps: int) -> None:
         raise RuntimeError("`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. You "
                            "can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence to "
                            "sidestep this requirement if you do not need ONNX exportability.")
-    if lengths[0] > steps:  # PyTorch reads past the input here; staticgrad says so
-        raise RuntimeError(f"pack_padded_sequence: the longest length ({int(lengths[0])}) exceeds the input's "
-                           f"{steps} time steps")
 
 
 def pack_padded_sequence(input, lengths, batch_first: bool = False, enforce_sorted: bool = True):
@@ -156,7 +154,7 @@ def pack_padded_sequence(input, lengths, batch_first: bool = False, enforce_sort
             lengths = lengths[order]
             sorted_indices = _int64(order)
             input = input.index_select(batch_dim, sorted_indices)
-    _check_lengths(lengths, input.shape[batch_dim] if input.dim() > batch_dim else 0, input.shape[1 - batch_dim])
+    _check_lengths(lengths, input.shape[batch_dim] if input.dim() > batch_dim else 0)
     sizes = tuple(int(n) for n in (lengths[None, :] > np.arange(int(lengths[0]))[:, None]).sum(1))
     data = dispatch(OPS["pack_padded_sequence"], (input,), {"batch_sizes": sizes, "batch_first": bool(batch_first)})
     return PackedSequence(data, _int64(sizes), sorted_indices, None)
@@ -173,6 +171,7 @@ def pad_packed_sequence(sequence, batch_first: bool = False, padding_value: floa
             raise ValueError("Expected total_length to be at least the length of the longest sequence in input, but "
                              f"got total_length={total_length} and max sequence length being {steps}")
         steps = total_length
+    _check_packed_rows(data, batch_sizes)
     batch = batch_sizes[0]
     output = full((steps, batch) + tuple(data.shape[1:]), padding_value, dtype=data.dtype)
     offset = 0
@@ -187,6 +186,25 @@ def pad_packed_sequence(sequence, batch_first: bool = False, padding_value: floa
         output = output.index_select(0 if batch_first else 1, unsorted)
         lengths = lengths[_values(unsorted, "pad_packed_sequence's unsorted_indices")]
     return output, _int64(lengths)
+
+
+def _check_packed_rows(data, batch_sizes: list) -> None:
+    """PyTorch's error where a PackedSequence's data holds fewer rows than its batch sizes add up to
+    (lengths beyond a padded input's steps, or a hand-made one): it reads each run of equal batch
+    sizes as a (steps, batch, *) view of the next rows."""
+    rows, row_shape = data.shape[0], list(data.shape[1:])
+    row_size = int(np.prod(row_shape, dtype=np.int64))
+    offset, start = 0, 0
+    for i in range(1, len(batch_sizes) + 1):
+        size = batch_sizes[i - 1]
+        if i < len(batch_sizes) and batch_sizes[i] == size:
+            continue
+        wanted = size * (i - start)
+        available = max(0, min(rows, offset + wanted) - offset)
+        if available != wanted:
+            raise RuntimeError(f"shape '{[i - start, size] + row_shape}' is invalid for input of size "
+                               f"{available * row_size}")
+        offset, start = offset + wanted, i
 
 
 def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.0, padding_side: str = "right"):

@@ -186,17 +186,17 @@ def _bound_text(x) -> str:
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False) -> Tensor:
     if end is None:
         start, end = 0, start
+    values = (start, end, step)
+    default = np.dtype(np.int64) if all(isinstance(v, int) for v in values) else None
+    np_dtype = _np_dtype(dtype, default)
+    if np_dtype == np.bool_:   # (PyTorch checks the dtype before the range)
+        raise NotImplementedError("\"arange_cpu\" not implemented for 'Bool'")
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if not (math.isfinite(start) and math.isfinite(end)):
         raise RuntimeError(f"unsupported range: {_bound_text(start)} -> {_bound_text(end)}")
     if not ((step > 0 and end >= start) or (step < 0 and end <= start)):
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    values = (start, end, step)
-    default = np.dtype(np.int64) if all(isinstance(v, int) for v in values) else None
-    np_dtype = _np_dtype(dtype, default)
-    if np_dtype == np.bool_:
-        raise NotImplementedError("\"arange_cpu\" not implemented for 'Bool'")
     return _factory("arange", requires_grad, start=start, end=end, step=step, dtype=np_dtype)
 
 

@@ -211,3 +211,36 @@ OUT_OF_RANGE_NUMBERS = {
 @pytest.mark.parametrize("name", list(OUT_OF_RANGE_NUMBERS))
 def test_a_number_outside_an_integer_dtype_wraps_as_torch(name):
     _same(OUT_OF_RANGE_NUMBERS[name])
+
+
+# ---- bool tensors with Python bools: + and ** stay bool ------------------------------------------
+
+BOOL_WITH_PYTHON_BOOLS = {
+    "plus_true": lambda lib: lib.tensor([True, False]) + True,
+    "plus_false": lambda lib: lib.tensor([True, False]) + False,
+    "true_plus": lambda lib: True + lib.tensor([True, False]),
+    "add_alpha_true": lambda lib: lib.add(lib.tensor([True, False]), True, alpha=True),
+    "add_in_place": lambda lib: lib.tensor([False, False]).add_(True),
+    "pow_true": lambda lib: lib.tensor([True, False]) ** True,
+    "pow_false": lambda lib: lib.tensor([True, False]).pow(False),
+    "pow_two_is_int": lambda lib: lib.tensor([True, False]) ** 2,
+    "plus_one_is_int": lambda lib: lib.tensor([True, False]) + 1,
+    "int_plus_true": lambda lib: lib.tensor([1, 2]) + True,
+}
+
+
+@pytest.mark.parametrize("case", list(BOOL_WITH_PYTHON_BOOLS))
+def test_bool_tensors_with_python_bools_keep_pytorch_dtypes(case):
+    """A bool tensor plus (or to the power of) a Python bool is a bool tensor in PyTorch (a logical or);
+    staticgrad gave int64 (True + True = 2) or int8."""
+    _same(BOOL_WITH_PYTHON_BOOLS[case])
+
+
+def test_a_python_bool_base_to_a_bool_tensor_power_is_refused_as_pytorch():
+    same_error(lambda lib: lib.pow(True, lib.tensor([True, False])))
+
+
+@pytest.mark.parametrize("values", [[True, False], [True, True], [[True], [False]], [False], True])
+def test_bool_tensors_print_as_pytorch(values):
+    """PyTorch right-aligns bools to the widest shown: tensor([ True, False])."""
+    assert repr(sg.tensor(values)) == repr(torch.tensor(values))

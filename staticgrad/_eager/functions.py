@@ -86,8 +86,9 @@ def add(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("add"), (input, other), {"alpha": alpha})
-        return dispatch(_op("add_scalar"), (other,), {"other": fit_scalar(other, _number(input, "add") * alpha),
-                                                      "alpha": 1})
+        number = _number(input, "add")
+        number = number * alpha if alpha != 1 else number   # (True * 1 would make a bool an int)
+        return dispatch(_op("add_scalar"), (other,), {"other": fit_scalar(other, number), "alpha": 1})
     require_tensor(input, "add")
     return dispatch(_op("add_scalar"), (input,), {"other": fit_scalar(input, as_scalar(other)), "alpha": alpha})
 
@@ -150,6 +151,8 @@ def pow(input, exponent):
     if isinstance(exponent, Tensor):
         if isinstance(input, Tensor):
             return dispatch(_op("pow"), (input, exponent), {})
+        if isinstance(input, bool) and exponent._data.dtype == np.bool_:
+            raise NotImplementedError("\"pow\" not implemented for 'Bool'")
         return dispatch(_op("rpow_scalar"), (exponent,), {"base": _number(input, "pow")})
     require_tensor(input, "pow")
     return dispatch(_op("pow_scalar"), (input,), {"exponent": as_scalar(exponent)})

@@ -29,8 +29,9 @@ def _float_formatter(array: np.ndarray):
 def format_array(array: np.ndarray, prefix: str) -> str:
     if array.dtype.kind == "f":
         formatter = {"float_kind": _float_formatter(array)}
-    elif array.dtype.kind == "b":
-        formatter = {"bool": lambda v: "True" if v else "False"}
+    elif array.dtype.kind == "b":   # right-aligned to the widest shown, as PyTorch: [ True, False]
+        width = 5 if array.size and not array.all() else 4
+        formatter = {"bool": lambda v: ("True" if v else "False").rjust(width)}
     else:
         formatter = None
     if array.ndim == 0:

@@ -158,6 +158,8 @@ def _pow(a, b, out=None):
 
 def _pow_scalar_checked(float_forward):
     def forward(a, out=None, exponent=1):
+        if a.dtype == np.bool_ and isinstance(exponent, (bool, np.bool_)):   # bool ** bool stays bool:
+            return np.logical_or(a, not exponent, out=out)   # a ** True is a, a ** False is True
         if a.dtype.kind in "biu":
             if exponent < 0:
                 raise RuntimeError(NEGATIVE_POWER)

@@ -178,7 +178,13 @@ _binary("minimum", lambda a, b, out=None: np.minimum(a, b, out=out), "MinimumBac
 
 # ---- tensor (+) Python scalar: the scalar is an attribute, as PyTorch wraps it -------------------
 
-_binary("add_scalar", lambda a, out=None, other=0, alpha=1: np.add(a, other * alpha, out=out), "AddBackward0",
+def _add_scalar(a, out=None, other=0, alpha=1):
+    if a.dtype == np.bool_ and isinstance(other, (bool, np.bool_)):   # bool + bool stays bool: a logical or
+        return np.logical_or(a, bool(other) and bool(alpha), out=out)
+    return np.add(a, other * alpha, out=out)
+
+
+_binary("add_scalar", _add_scalar, "AddBackward0",
         lambda F, g, s, at, need: (g,), (Save("alpha", "attr:alpha", freed=False),),
         lambda x, at: f"({x[0]} + {lit(at['other'])})" if at.get("alpha", 1) == 1 else None)
 

@@ -244,3 +244,18 @@ def test_a_python_bool_base_to_a_bool_tensor_power_is_refused_as_pytorch():
 def test_bool_tensors_print_as_pytorch(values):
     """PyTorch right-aligns bools to the widest shown: tensor([ True, False])."""
     assert repr(sg.tensor(values)) == repr(torch.tensor(values))
+
+
+INTS_WITH_BOOL_TENSORS = {
+    "int_floor_divided_by_bools": lambda lib: 2 // lib.tensor([True, True]),
+    "int_modulo_bools": lambda lib: 3 % lib.tensor([True]),
+    "where_int_else_bools": lambda lib: lib.where(lib.tensor([True, False]), 2, lib.tensor([True, False])),
+    "where_bools_else_int": lambda lib: lib.where(lib.tensor([True, False]), lib.tensor([True, False]), 3),
+}
+
+
+@pytest.mark.parametrize("case", list(INTS_WITH_BOOL_TENSORS))
+def test_python_ints_with_bool_tensors_promote_to_int64(case):
+    """A Python int wrapped next to a bool tensor is an int64 number, as PyTorch wraps it: where(b, 2, b)
+    gave bools (2 made True) and 2 // bool_tensor refused a bool kernel."""
+    _same(INTS_WITH_BOOL_TENSORS[case])

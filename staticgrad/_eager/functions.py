@@ -283,6 +283,8 @@ def full_like_scalar(like: Tensor, value) -> Tensor:
     dtype = like._data.dtype
     if dtype.kind != "f" and isinstance(value, float):
         dtype = _dtypes.default_float().np
+    elif dtype.kind == "b" and type(value) is int:   # an int with a bool tensor: int64, as PyTorch promotes
+        dtype = _dtypes.int64.np
     return dispatch(_op("full"), (), {"shape": (), "value": as_scalar(value), "dtype": dtype})
 
 

@@ -142,3 +142,17 @@ def finite_difference_check(fn, arrays, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
             numeric[idx] = (scalar(plus) - scalar(minus)) / (2 * eps)
         analytic = np.zeros_like(base[i]) if g is None else g.numpy()
         np.testing.assert_allclose(analytic, numeric, atol=atol, rtol=rtol, err_msg=f"input {i}")
+
+
+def node_names(fn) -> list:
+    """A graph's node names depth first from ``fn``, None for an edge to nothing (staticgrad's
+    ``name()``; PyTorch's class names, which are its node names)."""
+    names, stack = [], [fn]
+    while stack:
+        node = stack.pop()
+        if node is None:
+            names.append(None)
+            continue
+        names.append(node.name() if isinstance(node, staticgrad.autograd.graph.Node) else type(node).__name__)
+        stack.extend(next_fn for next_fn, _ in reversed(node.next_functions))
+    return names

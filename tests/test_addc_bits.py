@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
-from tests.oracle import torch
+from tests.oracle import node_names, torch
 from tests.replay_check import replay_matches_eager, same_bits, unfused_ops
 
 VALUES = [1, 0.5, -3, 1e-3]
@@ -63,27 +63,13 @@ def test_addcmul_in_place_broadcast_and_strided_inputs(value):
     same_bits(outs[3], outs[1], "a 0-dim tensor1")
 
 
-def _graph_names(fn):
-    """Node names depth first, None for an edge to nothing (PyTorch's class names; staticgrad's name())."""
-    names = []
-    stack = [fn]
-    while stack:
-        node = stack.pop()
-        if node is None:
-            names.append(None)
-            continue
-        names.append(node.name() if isinstance(node, sg.autograd.graph.Node) else type(node).__name__)
-        stack.extend(next_fn for next_fn, _ in reversed(node.next_functions))
-    return names
-
-
 @pytest.mark.parametrize("name", ["addcmul", "addcdiv"])
 def test_gradient_graphs_under_create_graph_are_torchs(name):
     graphs = []
     for lib in (torch, sg):
         xs = [lib.tensor([0.5, -1.25, 2.0], requires_grad=True) for _ in range(3)]
         grads = lib.autograd.grad(getattr(lib, name)(*xs, value=0.5).sum(), xs, create_graph=True)
-        graphs.append([_graph_names(g.grad_fn) for g in grads])
+        graphs.append([node_names(g.grad_fn) for g in grads])
     assert graphs[1] == graphs[0]
 
 

@@ -14,10 +14,25 @@ torch = pytest.importorskip("torch")
 X = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
 
 
+def _replays_as_eager(step, w, calls) -> None:
+    """``step`` (which backpropagates into ``w``) compiled gives eager's result and ``w.grad`` bit for
+    bit on every argument tuple of ``calls``."""
+    compiled = sg.compile(step)
+    for args in calls:
+        w.grad = None
+        eager, grad = step(*args), w.grad.numpy().copy()
+        w.grad = None
+        assert compiled(*args).detach().numpy().tobytes() == eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == grad.tobytes()
+    assert compiled.stats.replays >= 1
+
+
 # ---- axis= for dim=, keepdims= for keepdim= -----------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "amax", "amin", "logsumexp", "nansum", "nanmean",
                                   "std", "var", "softmax", "log_softmax", "cumsum", "cumprod", "logcumsumexp"])
+
+
 def test_reductions_take_axis_as_method_and_function(name):
     compare(lambda lib, x: getattr(x, name)(axis=1), [X])
     compare(lambda lib, x: getattr(lib, name)(x, axis=-1), [X])
@@ -110,17 +125,11 @@ def test_gather_with_a_smaller_index_replays_bit_for_bit():
         (y * y).sum().backward()
         return y
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         x = sg.tensor(np.random.default_rng(10 + call).standard_normal((4, 5, 6)).astype(np.float32))
-        w.grad = None
-        y_eager = step(x)
-        g_eager = w.grad.numpy().copy()
-        w.grad = None
-        y_comp = compiled(x)
-        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x,))
+    _replays_as_eager(step, w, calls)
 
 
 # ---- torch.where with two Python numbers ----------------------------------------------------------
@@ -146,16 +155,11 @@ def test_where_with_two_numbers_follows_the_default_dtype_and_replays():
         y.sum().backward()
         return y
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         x = sg.tensor(np.random.default_rng(call).standard_normal(6).astype(np.float32))
-        w.grad = None
-        y_eager, g_eager = step(x), w.grad.numpy().copy()
-        w.grad = None
-        y_comp = compiled(x)
-        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x,))
+    _replays_as_eager(step, w, calls)
 
 
 # ---- pow's gradients at a zero base ---------------------------------------------------------------
@@ -183,18 +187,13 @@ def test_pow_gradients_at_zero_replay_bit_for_bit():
         z.sum().backward()
         return z
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         rng = np.random.default_rng(call)
         x = sg.tensor(np.where(rng.random(4) < 0.5, 0, rng.random(4)).astype(np.float32))
         y = sg.tensor(np.where(rng.random(4) < 0.5, 0, rng.random(4)).astype(np.float32))
-        w.grad = None
-        z_eager, g_eager = step(x, y), w.grad.numpy().copy()
-        w.grad = None
-        z_comp = compiled(x, y)
-        assert z_comp.detach().numpy().tobytes() == z_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x, y,))
+    _replays_as_eager(step, w, calls)
 
 
 # ---- more than four index tensors -----------------------------------------------------------------
@@ -239,16 +238,11 @@ def test_five_index_tensors_replay_bit_for_bit():
         (y * y).sum().backward()
         return y
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         x = sg.tensor(np.random.default_rng(20 + call).standard_normal(SIX_D.shape).astype(np.float32))
-        w.grad = None
-        y_eager, g_eager = step(x), w.grad.numpy().copy()
-        w.grad = None
-        y_comp = compiled(x)
-        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x,))
+    _replays_as_eager(step, w, calls)
 
 
 # ---- range factories refuse bool ------------------------------------------------------------------
@@ -345,16 +339,11 @@ def test_inverse_and_determinant_replay_bit_for_bit():
         y.backward()
         return y
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         x = sg.tensor((3 * np.eye(3) + np.random.default_rng(30 + call).random((2, 3, 3))).astype(np.float32))
-        w.grad = None
-        y_eager, g_eager = step(x), w.grad.numpy().copy()
-        w.grad = None
-        y_comp = compiled(x)
-        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x,))
+    _replays_as_eager(step, w, calls)
 
 
 @pytest.mark.parametrize("name", ["inv", "det"])
@@ -392,16 +381,11 @@ def test_diag_embed_replays_bit_for_bit():
         (y * y).sum().backward()
         return y
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         x = sg.tensor(np.random.default_rng(40 + call).standard_normal((2, 3)).astype(np.float32))
-        w.grad = None
-        y_eager, g_eager = step(x), w.grad.numpy().copy()
-        w.grad = None
-        y_comp = compiled(x)
-        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x,))
+    _replays_as_eager(step, w, calls)
 
 
 # ---- torch.linalg's matmul, diagonal, vecdot, multi_dot, matrix_power ---------------------------------
@@ -448,14 +432,9 @@ def test_linalg_composites_replay_bit_for_bit():
         (y * y).sum().backward()
         return y
 
-    compiled = sg.compile(step)
+    calls = []
     for call in range(3):
         rng = np.random.default_rng(50 + call)
         x, v = (sg.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(3, 4), (5,)])
-        w.grad = None
-        y_eager, g_eager = step(x, v), w.grad.numpy().copy()
-        w.grad = None
-        y_comp = compiled(x, v)
-        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
-        assert w.grad.numpy().tobytes() == g_eager.tobytes()
-    assert compiled.stats.replays >= 1
+        calls.append((x, v,))
+    _replays_as_eager(step, w, calls)

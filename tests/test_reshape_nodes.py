@@ -10,20 +10,8 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
-from tests.oracle import torch
+from tests.oracle import node_names, torch
 from tests.replay_check import replay_matches_eager
-
-
-def _names(node) -> list:
-    names, stack = [], [node]
-    while stack:
-        node = stack.pop()
-        if node is None:
-            names.append(None)
-            continue
-        names.append(node.name() if isinstance(node, sg.autograd.graph.Node) else type(node).__name__)
-        stack.extend(next_fn for next_fn, _ in reversed(node.next_functions))
-    return names
 
 
 def _graphs(fn, *shapes, grads=False):
@@ -34,9 +22,9 @@ def _graphs(fn, *shapes, grads=False):
         rng = np.random.default_rng(0)
         leaves = [lib.tensor(rng.standard_normal(shape), requires_grad=True) for shape in shapes]
         y = fn(lib, *leaves)
-        graphs = [_names(y.grad_fn)]
+        graphs = [node_names(y.grad_fn)]
         if grads:
-            graphs += [_names(g.grad_fn) for g in lib.autograd.grad(y.sum(), leaves, create_graph=True)]
+            graphs += [node_names(g.grad_fn) for g in lib.autograd.grad(y.sum(), leaves, create_graph=True)]
         results.append((graphs, y.detach().numpy()))
     return results
 

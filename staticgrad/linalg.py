@@ -1,13 +1,14 @@
-"""torch.linalg: cross (staticgrad._eager.linalg_more) and the vector norms: vector_norm, norm (a vector
-norm over one dim or all elements, the Frobenius norm over two dims) and matrix_norm("fro"); every norm
-is LinalgVectorNormBackward0. Norms that need a matrix decomposition (ord 2, "nuc", ...) are not built
-and say so."""
+"""torch.linalg: the solves and decompositions (staticgrad._eager.linalg_decomp); inv, det and cross
+(staticgrad._eager.linalg_more); the vector norms: vector_norm, norm (a vector norm over one dim or all
+elements, the Frobenius norm over two dims) and matrix_norm("fro"), every norm LinalgVectorNormBackward0.
+Norms that need a matrix decomposition (ord 2, "nuc", ...) are not built and say so."""
 
 from __future__ import annotations
 
 from staticgrad._eager import composites as _composites
 from staticgrad._eager import functions as fn
 from staticgrad._eager import movement as _movement
+from staticgrad._eager.linalg_decomp import cholesky, eigh, eigvalsh, qr, slogdet, solve, svd, svdvals  # noqa: F401
 from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
 from staticgrad._eager.linalg_more import linalg_det as det  # noqa: F401  (torch.linalg.det)
 from staticgrad._eager.linalg_more import linalg_inv as inv  # noqa: F401  (torch.linalg.inv)

@@ -368,6 +368,19 @@ def _linalg_extra_cases():
 CASES += _linalg_extra_cases()
 
 
+def _linalg_decomposition_cases():
+    """The solves and decompositions raise PyTorch's error on a 0-dim tensor (they need matrices)."""
+    for name in ("slogdet", "logdet", "svd"):
+        yield Case(name, _call(name), [X])
+        yield Case(f"Tensor.{name}", _method(name), [X])
+    for name in ("cholesky", "slogdet", "qr", "eigh", "eigvalsh", "svd", "svdvals"):
+        yield Case(f"linalg.{name}", lambda lib, a, n=name: getattr(lib.linalg, n)(a), [X])
+    yield Case("linalg.solve", lambda lib, a, b: lib.linalg.solve(a, b), [X, Y])
+
+
+CASES += _linalg_decomposition_cases()
+
+
 def _sampling_cases():
     """Grid sampling, unpooling and alpha dropout on 0-dim tensors: PyTorch's errors (they need batched,
     spatial inputs); alpha dropout in eval returns its 0-dim input."""

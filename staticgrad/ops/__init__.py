@@ -70,6 +70,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     grid_sample_3d_grad,
     grid_sample_grad,
     group_norm,
+    linalg_decomp,
     linalg_more,
     loss_margin,
     math_extra,

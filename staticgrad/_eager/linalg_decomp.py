@@ -1,0 +1,172 @@
+"""torch.linalg's solves and decompositions over the op table (staticgrad.ops.linalg_decomp): PyTorch's
+signatures, argument checks, errors and named results, and the torch.* and Tensor forms (slogdet, logdet,
+svd, cholesky_solve, triangular_solve)."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from staticgrad._eager import functions as fn
+from staticgrad._eager.creation import zeros
+from staticgrad._eager.dispatch import dispatch
+from staticgrad.ops import OPS
+
+SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
+TorchSlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+QrResult = namedtuple("linalg_qr", ["Q", "R"])
+EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+SvdResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
+TorchSvdResult = namedtuple("svd", ["U", "S", "V"])
+LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _no_out(out, name: str) -> None:
+    if out is not None:
+        raise NotImplementedError(f"staticgrad's {name} does not support out=; assign the result instead")
+
+
+def _matrices(A, name: str, square: bool = True, arg: str = "A") -> None:
+    """PyTorch's checks on a linalg input: a float tensor of (batches of) matrices, square if asked."""
+    fn.require_tensor(A, name)
+    if A._data.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor {arg} must have at least 2 dimensions.")
+    rows, cols = A._data.shape[-2:]
+    if square and rows != cols:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {rows} by {cols} matrices")
+    if A._data.dtype.kind != "f":
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {fn._scalar_type(A)}")
+
+
+def _same_dtype(A, B, name: str) -> None:
+    if A._data.dtype != B._data.dtype:
+        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found A of type "
+                           f"{fn._scalar_type(A)} and B of type {fn._scalar_type(B)} instead")
+
+
+# ---- solve ------------------------------------------------------------------------------------------
+
+def solve(A, B, *, left=True, out=None):
+    """torch.linalg.solve: X with A X = B (X A = B when left=False), batched and broadcast; B is a (batch
+    of) vector(s) when it has one dim, or one dim fewer than A with A's leading shape."""
+    _no_out(out, "linalg.solve")
+    _matrices(A, "linalg.solve")
+    fn.require_tensor(B, "linalg.solve", "B", 2)
+    _same_dtype(A, B, "linalg.solve")
+    n = A._data.shape[-1]
+    vector = B._data.ndim == 1 or (B._data.ndim == A._data.ndim - 1 and B.shape == A.shape[:-1])
+    b_shape = (B._data.shape[-1] if vector else B._data.shape[-2], 1 if vector else B._data.shape[-1])
+    if (b_shape[0] if left else b_shape[1]) != n:
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {eq} ({n}x{n} and "
+                           f"{b_shape[0]}x{b_shape[1]})")
+    return dispatch(OPS["linalg_solve"], (A, B), {"left": bool(left), "vector": vector})
+
+
+# ---- cholesky ---------------------------------------------------------------------------------------
+
+def cholesky(A, *, upper=False, out=None):
+    """torch.linalg.cholesky: L with A = L L^T from A's lower triangle (U with A = U^T U from the upper one
+    when upper=True); a matrix that is not positive-definite raises LinAlgError naming the minor."""
+    _no_out(out, "linalg.cholesky")
+    _matrices(A, "linalg.cholesky")
+    return dispatch(OPS["linalg_cholesky"], (A,), {"upper": bool(upper)})
+
+
+# ---- slogdet, logdet --------------------------------------------------------------------------------
+
+def slogdet(A, *, out=None):
+    """torch.linalg.slogdet: (sign, log |det|) of each square matrix (LinalgSlogdetBackward0)."""
+    _no_out(out, "linalg.slogdet")
+    _matrices(A, "linalg.slogdet")
+    return SlogdetResult(*dispatch(OPS["linalg_slogdet"], (A,), {}))
+
+
+def torch_slogdet(input, *, out=None):
+    """torch.slogdet: linalg.slogdet under its older name."""
+    return TorchSlogdetResult(*slogdet(input, out=out))
+
+
+def logdet(input):
+    """torch.logdet: log det, NaN where the determinant is negative (a where over slogdet, as PyTorch)."""
+    _matrices(input, "logdet")
+    sign, logabsdet = slogdet(input)
+    return fn.where(fn.eq(sign, -1), float("nan"), logabsdet)
+
+
+# ---- qr ---------------------------------------------------------------------------------------------
+
+def qr(A, mode="reduced", *, out=None):
+    """torch.linalg.qr: Q and R with A = Q R; mode 'reduced' (k = min(m, n) columns of Q), 'complete' (all
+    m) or 'r' (R only, Q empty)."""
+    _no_out(out, "linalg.qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
+                           "or 'complete'")
+    _matrices(A, "linalg.qr", square=False)
+    return QrResult(*dispatch(OPS["linalg_qr"], (A,), {"mode": mode}))
+
+
+# ---- eigh, eigvalsh ---------------------------------------------------------------------------------
+
+def _uplo(UPLO) -> str:
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return UPLO
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """torch.linalg.eigh: eigenvalues (ascending) and orthonormal eigenvectors of each symmetric matrix,
+    read from its lower (UPLO='L') or upper triangle."""
+    _no_out(out, "linalg.eigh")
+    _matrices(A, "linalg.eigh")
+    return EighResult(*dispatch(OPS["linalg_eigh"], (A,), {"UPLO": _uplo(UPLO)}))
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """torch.linalg.eigvalsh: eigh's eigenvalues (the same LinalgEighBackward0 node)."""
+    _no_out(out, "linalg.eigvalsh")
+    _matrices(A, "linalg.eigh")
+    return dispatch(OPS["linalg_eigh"], (A,), {"UPLO": _uplo(UPLO)})[0]
+
+
+# ---- svd, svdvals, torch.svd ------------------------------------------------------------------------
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """torch.linalg.svd: U, S (descending), Vh with A = U diag(S) Vh; full_matrices=False keeps k = min(m, n)
+    singular vectors. ``driver`` is for CUDA only, as in PyTorch."""
+    _no_out(out, "linalg.svd")
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+                           "cuSOLVER backend.")
+    _matrices(A, "linalg.svd", square=False)
+    return SvdResult(*dispatch(OPS["linalg_svd"], (A,), {"full_matrices": bool(full_matrices)}))
+
+
+def svdvals(A, *, driver=None, out=None):
+    """torch.linalg.svdvals: the singular values, descending (the same LinalgSvdBackward0 node)."""
+    _no_out(out, "linalg.svdvals")
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+                           "cuSOLVER backend.")
+    _matrices(A, "linalg.svd", square=False)
+    return dispatch(OPS["linalg_svd"], (A,), {"full_matrices": False})[1]
+
+
+def torch_svd(input, some=True, compute_uv=True, *, out=None):
+    """torch.svd: U, S, V (not Vh); some=False gives full U and V; compute_uv=False gives zero U and V."""
+    _no_out(out, "svd")
+    fn.require_tensor(input, "svd")
+    if input._data.ndim < 2:
+        raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has {input._data.ndim} "
+                           "dimensions instead")
+    _matrices(input, "linalg.svd", square=False)
+    u, s, vh = dispatch(OPS["linalg_svd"], (input,), {"full_matrices": not some})
+    if not compute_uv:
+        batch, (m, n) = input.shape[:-2], input.shape[-2:]
+        return TorchSvdResult(zeros(*batch, m, m, dtype=input.dtype), s, zeros(*batch, n, n, dtype=input.dtype))
+    return TorchSvdResult(u, s, fn.transpose(vh, -2, -1))
+
+
+FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd}
+METHODS = dict(FUNCTIONS)

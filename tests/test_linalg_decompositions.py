@@ -1,0 +1,295 @@
+"""torch.linalg's solves and decompositions against PyTorch: values in float32 and float64, node names,
+gradients (against torch and against finite differences), errors, refused second derivatives, and
+record-and-replay equal to eager. Eigen- and singular vectors are compared through quantities that do
+not depend on their signs (reconstructions, absolute values), as PyTorch's documentation advises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import staticgrad as sg
+from tests.oracle import compare, finite_difference_check, same_error
+
+torch = pytest.importorskip("torch")
+
+rng = np.random.default_rng(11)
+SQUARE = rng.standard_normal((2, 3, 3)) + 2 * np.eye(3)
+TALL = rng.standard_normal((2, 5, 3))
+WIDE = rng.standard_normal((3, 5))
+RHS = rng.standard_normal((2, 3, 2))
+TOL = {np.float32: dict(atol=2e-4, rtol=2e-4), np.float64: dict(atol=1e-9, rtol=1e-8)}
+DTYPES = [np.float32, np.float64]
+
+
+def _check(call, arrays, dtype):
+    compare(call, [a.astype(dtype) for a in arrays], **TOL[dtype])
+
+
+def _spd(lib, a):
+    """A symmetric positive-definite matrix made from ``a`` (a differentiable function of it)."""
+    return a @ a.mT + lib.eye(a.shape[-1], dtype=a.dtype)
+
+
+# ---- solve ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call, arrays", [
+    (lambda lib, a, b: lib.linalg.solve(a, b), [SQUARE, RHS]),
+    (lambda lib, a, b: lib.linalg.solve(a, b), [SQUARE[0], RHS]),                  # A broadcast over B's batch
+    (lambda lib, a, b: lib.linalg.solve(a, b), [SQUARE, RHS[0, :, 0]]),           # a vector B
+    (lambda lib, a, b: lib.linalg.solve(a, b), [SQUARE, RHS[:, :, 0]]),           # a batch of vectors
+    (lambda lib, a, b: lib.linalg.solve(a, b, left=False), [SQUARE, RHS.transpose(0, 2, 1)]),
+])
+def test_solve_matches_pytorch(call, arrays, dtype):
+    _check(call, arrays, dtype)
+
+
+def test_solve_gradient_matches_finite_differences():
+    finite_difference_check(lambda a, b: sg.linalg.solve(a, b), [SQUARE, RHS])
+    finite_difference_check(lambda a, b: sg.linalg.solve(a, b, left=False), [SQUARE[0], RHS[0].T])
+
+
+# ---- cholesky ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call, arrays", [
+    (lambda lib, a: lib.linalg.cholesky(_spd(lib, a)), [SQUARE]),
+    (lambda lib, a: lib.linalg.cholesky(_spd(lib, a), upper=True), [SQUARE]),
+    (lambda lib, a: lib.linalg.cholesky(a), [SQUARE[0] @ SQUARE[0].T + np.triu(SQUARE[1])]),  # reads one triangle
+    (lambda lib, a: lib.linalg.cholesky(a, upper=True), [SQUARE[0] @ SQUARE[0].T + np.tril(SQUARE[1])]),
+])
+def test_cholesky_matches_pytorch(call, arrays, dtype):
+    _check(call, arrays, dtype)
+
+
+def test_cholesky_gradient_matches_finite_differences():
+    finite_difference_check(lambda a: sg.linalg.cholesky(_spd(sg, a)), [SQUARE])
+    finite_difference_check(lambda a: sg.linalg.cholesky(_spd(sg, a), upper=True), [SQUARE[0]])
+
+
+# ---- slogdet, logdet --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call", [
+    lambda lib, a: tuple(lib.linalg.slogdet(a)),
+    lambda lib, a: tuple(lib.slogdet(a)),
+    lambda lib, a: tuple(a.slogdet()),
+    lambda lib, a: lib.logdet(a),                   # one determinant negative: NaN
+    lambda lib, a: lib.logdet(_spd(lib, a)),
+    lambda lib, a: a.logdet(),
+])
+def test_slogdet_and_logdet_match_pytorch(call, dtype):
+    a = SQUARE.copy()
+    a[1, 0] *= -1  # a negative determinant
+    _check(call, [a], dtype)
+
+
+def test_slogdet_result_names_and_gradient():
+    result = sg.linalg.slogdet(sg.tensor(SQUARE))
+    assert type(result).__name__ == "linalg_slogdet" and result.sign.shape == (2,)
+    assert type(sg.slogdet(sg.tensor(SQUARE))).__name__ == "slogdet"
+    finite_difference_check(lambda a: sg.linalg.slogdet(a).logabsdet, [SQUARE])
+
+
+def test_slogdet_and_logdet_of_a_singular_matrix():
+    compare(lambda lib, a: tuple(lib.linalg.slogdet(a)), [np.zeros((3, 3))], grad=False)
+    compare(lambda lib, a: lib.logdet(a), [np.zeros((3, 3))], grad=False)
+
+
+# ---- qr ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+@pytest.mark.parametrize("a", [SQUARE, TALL, WIDE], ids=["square", "tall", "wide"])
+def test_qr_matches_pytorch(a, mode, dtype):
+    differentiable = mode == "reduced" or (mode == "complete" and a.shape[-2] <= a.shape[-1])
+    compare(lambda lib, x: tuple(lib.linalg.qr(x, mode=mode)), [a.astype(dtype)], grad=differentiable,
+            **TOL[dtype])
+
+
+def test_qr_gradient_matches_finite_differences():
+    for a in (SQUARE, TALL, WIDE):
+        finite_difference_check(lambda x: sg.linalg.qr(x).Q * 2 + sg.linalg.qr(x).R.sum(), [a[..., :3, :]])
+        finite_difference_check(lambda x: sg.linalg.qr(x).R, [a])
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, a: lib.linalg.qr(a, mode="r").R.sum().backward(),
+    lambda lib, a: lib.linalg.qr(a, mode="complete").Q.sum().backward(),
+])
+def test_qr_refuses_the_gradients_pytorch_refuses(make):
+    same_error(lambda lib: make(lib, lib.tensor(TALL[0], requires_grad=True)))
+
+
+# ---- eigh, eigvalsh ---------------------------------------------------------------------------------
+
+def _eigh_invariants(lib, a, UPLO="L"):
+    """Eigenvalues, V f(w) V^T and |V|: what does not depend on the eigenvectors' signs."""
+    w, v = lib.linalg.eigh(a, UPLO=UPLO)
+    return w, (v * w.sin().unsqueeze(-2)) @ v.mT, v.abs()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call", [
+    lambda lib, a: _eigh_invariants(lib, a + a.mT),
+    lambda lib, a: _eigh_invariants(lib, a, "U"),           # a non-symmetric input: one triangle is read
+    lambda lib, a: _eigh_invariants(lib, a, "L"),
+    lambda lib, a: lib.linalg.eigvalsh(a),
+    lambda lib, a: lib.linalg.eigvalsh(a, UPLO="U"),
+])
+def test_eigh_matches_pytorch(call, dtype):
+    _check(call, [SQUARE], dtype)
+
+
+def test_eigh_gradient_matches_finite_differences():
+    finite_difference_check(lambda a: _eigh_invariants(sg, a + a.mT)[1], [SQUARE])
+    finite_difference_check(lambda a: sg.linalg.eigvalsh(a + a.mT).abs(), [SQUARE])
+
+
+def test_eigh_gradient_of_a_non_symmetric_input_is_pytorchs_symmetric_one():
+    """Only one triangle is read, yet the gradient is spread over both, as PyTorch's (A is taken as symmetric)."""
+    a = sg.tensor(SQUARE[0], requires_grad=True)
+    _eigh_invariants(sg, a, "U")[1].sum().backward()
+    assert np.allclose(a.grad.numpy(), a.grad.numpy().T)
+
+
+# ---- svd, svdvals, torch.svd ------------------------------------------------------------------------
+
+def _svd_invariants(lib, a, full_matrices):
+    """Singular values, U f(S) Vh and U Vh over the first k vectors: independent of the vectors' signs."""
+    u, s, vh = lib.linalg.svd(a, full_matrices=full_matrices)
+    k = s.shape[-1]
+    u, vh = u[..., :k], vh[..., :k, :]
+    return s, (u * s.sin().unsqueeze(-2)) @ vh, u @ vh
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("full_matrices", [True, False])
+@pytest.mark.parametrize("a", [SQUARE, TALL, WIDE], ids=["square", "tall", "wide"])
+def test_svd_matches_pytorch(a, full_matrices, dtype):
+    _check(lambda lib, x: _svd_invariants(lib, x, full_matrices), [a], dtype)
+    shapes = [tuple(t.shape) for t in sg.linalg.svd(sg.tensor(a), full_matrices=full_matrices)]
+    assert shapes == [tuple(t.shape) for t in torch.linalg.svd(torch.tensor(a), full_matrices=full_matrices)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call", [
+    lambda lib, a: lib.linalg.svdvals(a),
+    lambda lib, a: (lambda r: (r.S, r.U @ r.V.mT))(lib.svd(a)),
+    lambda lib, a: (lambda r: (r.S, r.U[..., :3] @ r.V.mT))(lib.svd(a, some=False)),
+    lambda lib, a: (lambda r: (r.S, r.U @ r.V.mT))(a.svd()),
+    lambda lib, a: tuple(lib.svd(a, compute_uv=False)),
+])
+def test_svdvals_and_torch_svd_match_pytorch(call, dtype):
+    _check(call, [TALL], dtype)
+
+
+def test_svd_gradient_matches_finite_differences():
+    for a in (SQUARE, TALL, WIDE):
+        finite_difference_check(lambda x: _svd_invariants(sg, x, False)[1], [a])
+        finite_difference_check(lambda x: _svd_invariants(sg, x, True)[2], [a])
+    finite_difference_check(lambda x: sg.linalg.svdvals(x), [TALL])
+
+
+# ---- errors -----------------------------------------------------------------------------------------
+
+SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.linalg.solve(lib.zeros(3, 3), lib.ones(3)),
+    lambda lib: lib.linalg.solve(lib.tensor(SINGULAR), lib.ones(2, 1)),
+    lambda lib: lib.linalg.solve(lib.stack([lib.eye(3), lib.zeros(3, 3)]), lib.ones(2, 3)),
+    lambda lib: lib.linalg.solve(lib.ones(2, 3), lib.ones(2)),
+    lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(4)),
+    lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(4, 2)),
+    lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(2, 4), left=False),
+    lambda lib: lib.linalg.solve(lib.tensor(1.0), lib.tensor(1.0)),
+    lambda lib: lib.linalg.solve(lib.eye(3, dtype=lib.int64), lib.ones(3)),
+    lambda lib: lib.linalg.solve(lib.eye(3), lib.ones(3, dtype=lib.float64)),
+    lambda lib: lib.linalg.cholesky(-lib.eye(3)),
+    lambda lib: lib.linalg.cholesky(lib.tensor([[1.0, 2.0], [2.0, 1.0]])),
+    lambda lib: lib.linalg.cholesky(lib.stack([lib.eye(3), -lib.eye(3)])),
+    lambda lib: lib.linalg.cholesky(lib.ones(2, 3)),
+    lambda lib: lib.linalg.cholesky(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.linalg.slogdet(lib.ones(2, 3)),
+    lambda lib: lib.linalg.slogdet(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.logdet(lib.tensor([1.0])),
+    lambda lib: lib.linalg.qr(lib.ones(3, 3), mode="x"),
+    lambda lib: lib.linalg.qr(lib.ones(3)),
+    lambda lib: lib.linalg.qr(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.linalg.eigh(lib.ones(2, 3)),
+    lambda lib: lib.linalg.eigh(lib.eye(3), UPLO="X"),
+    lambda lib: lib.linalg.eigvalsh(lib.ones(3)),
+    lambda lib: lib.linalg.svd(lib.ones(3)),
+    lambda lib: lib.linalg.svd(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.linalg.svdvals(lib.ones(3)),
+    lambda lib: lib.svd(lib.ones(3)),
+])
+def test_errors_match_pytorch(make):
+    """Same message and type: LinAlgError (a RuntimeError) where PyTorch raises torch.linalg.LinAlgError."""
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            make(lib)
+        errors.append(info.value)
+    expected, got = errors
+    assert str(got).replace("staticgrad.", "torch.") == str(expected)
+    if isinstance(expected, torch.linalg.LinAlgError):
+        assert isinstance(got, sg.linalg.LinAlgError) and isinstance(got, RuntimeError)
+    else:
+        assert type(got) is type(expected) and not isinstance(got, sg.linalg.LinAlgError)
+
+
+# ---- second derivatives are refused -----------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda a: sg.linalg.solve(a, a.sum(-1)),
+    lambda a: sg.linalg.cholesky(_spd(sg, a)),
+    lambda a: sg.linalg.slogdet(a).logabsdet,
+    lambda a: sg.linalg.qr(a).R,
+    lambda a: sg.linalg.eigvalsh(a),
+    lambda a: sg.linalg.svdvals(a),
+])
+def test_second_derivatives_are_refused(call):
+    a = sg.tensor(SQUARE[0], requires_grad=True)
+    g = sg.autograd.grad(call(a).sum(), [a], create_graph=True)[0]
+    assert g.requires_grad
+    with pytest.raises(NotImplementedError, match="double backward"):
+        sg.autograd.grad(g.sum(), [a])
+
+
+# ---- record and replay ------------------------------------------------------------------------------
+
+def _decompositions(m):
+    """A loss that runs every decomposition of this file on ``m``."""
+    spd = m @ m.mT + sg.eye(3)
+    w = sg.linalg.eigh(spd)
+    s = sg.linalg.svd(m, full_matrices=False)
+    q = sg.linalg.qr(m)
+    return (sg.linalg.solve(m, m.sum(-1)).sum() + sg.linalg.cholesky(spd).sum() + sg.linalg.slogdet(m).logabsdet.sum()
+            + (q.Q * q.R).sum() + w.eigenvalues.sum() + ((w.eigenvectors * w.eigenvalues.unsqueeze(-2))
+                                                         @ w.eigenvectors.mT).sum()
+            + s.S.sum() + (s.U @ s.Vh).sum())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_replay_is_bit_for_bit_eager(dtype):
+    w = sg.tensor(rng.standard_normal((2, 3, 3)).astype(dtype), requires_grad=True)
+
+    def step(x):
+        y = _decompositions(w + x)
+        y.backward()
+        return y
+
+    compiled = sg.compile(step)
+    for call in range(3):
+        x = sg.tensor((3 * np.eye(3) + np.random.default_rng(30 + call).random((2, 3, 3))).astype(dtype))
+        w.grad = None
+        y_eager, g_eager = step(x), w.grad.numpy().copy()
+        w.grad = None
+        y_comp = compiled(x)
+        assert y_comp.detach().numpy().tobytes() == y_eager.detach().numpy().tobytes()
+        assert w.grad.numpy().tobytes() == g_eager.tobytes()
+    assert compiled.stats.replays >= 1

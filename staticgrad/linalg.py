@@ -8,7 +8,7 @@ from __future__ import annotations
 from staticgrad._eager import composites as _composites
 from staticgrad._eager import functions as fn
 from staticgrad._eager import movement as _movement
-from staticgrad._eager.linalg_decomp import cholesky, eigh, eigvalsh, qr, slogdet, solve, svd, svdvals  # noqa: F401
+from staticgrad._eager.linalg_decomp import cholesky, eigh, eigvalsh, qr, slogdet, solve, solve_triangular, svd, svdvals  # noqa: F401
 from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
 from staticgrad._eager.linalg_more import linalg_det as det  # noqa: F401  (torch.linalg.det)
 from staticgrad._eager.linalg_more import linalg_inv as inv  # noqa: F401  (torch.linalg.inv)

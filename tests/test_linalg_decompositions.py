@@ -192,6 +192,50 @@ def test_svd_gradient_matches_finite_differences():
     finite_difference_check(lambda x: sg.linalg.svdvals(x), [TALL])
 
 
+# ---- solve_triangular, cholesky_solve, triangular_solve ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call", [
+    lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=True),
+    lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=False),
+    lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=False, unitriangular=True),
+    lambda lib, a, b: lib.linalg.solve_triangular(a, b.mT, upper=True, left=False),
+    lambda lib, a, b: lib.linalg.solve_triangular(a, b.mT, upper=False, left=False, unitriangular=True),
+    lambda lib, a, b: lib.linalg.solve_triangular(a[0], b, upper=True),            # A broadcast over B's batch
+    lambda lib, a, b: lib.cholesky_solve(b, a),                                     # one triangle of a is read
+    lambda lib, a, b: lib.cholesky_solve(b, a, upper=True),
+    lambda lib, a, b: b.cholesky_solve(lib.linalg.cholesky(_spd(lib, a))),
+    lambda lib, a, b: tuple(lib.triangular_solve(b, a)),
+    lambda lib, a, b: tuple(lib.triangular_solve(b, a, upper=False, transpose=True)),
+    lambda lib, a, b: tuple(lib.triangular_solve(b, a, transpose=True, unitriangular=True)),
+    lambda lib, a, b: tuple(b.triangular_solve(a, False)),
+])
+def test_triangular_solves_match_pytorch(call, dtype):
+    _check(call, [SQUARE + np.eye(3), RHS], dtype)
+
+
+def test_triangular_solves_gradients_match_finite_differences():
+    a, b = SQUARE + np.eye(3), RHS
+    finite_difference_check(lambda x, y: sg.linalg.solve_triangular(x, y, upper=True), [a, b])
+    finite_difference_check(lambda x, y: sg.linalg.solve_triangular(x, y.mT, upper=False, left=False,
+                                                                     unitriangular=True), [a, b])
+    # cholesky_solve reads one triangle of L yet, as PyTorch, gives a gradient off it too: compare on a triangle
+    finite_difference_check(lambda x, y: sg.cholesky_solve(y, sg.triu(x), upper=True), [a, b])
+    finite_difference_check(lambda x, y: sg.cholesky_solve(y, sg.linalg.cholesky(_spd(sg, x))), [a, b])
+    finite_difference_check(lambda x, y: sg.triangular_solve(y, x, transpose=True).solution, [a, b])
+
+
+def test_solve_triangular_solves_in_As_dtype_as_pytorch():
+    compare(lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=True),
+            [(SQUARE[0] + np.eye(3)).astype(np.float32), RHS[0]])
+
+
+def test_a_zero_on_the_diagonal_gives_pytorchs_inf_and_nan():
+    compare(lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=True), [np.zeros((3, 3)), np.ones((3, 1))],
+            grad=False)
+    compare(lambda lib, a, b: tuple(lib.triangular_solve(b, a)), [np.zeros((3, 3)), np.ones((3, 2))], grad=False)
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
@@ -226,7 +270,24 @@ SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
     lambda lib: lib.linalg.svd(lib.eye(3, dtype=lib.int64)),
     lambda lib: lib.linalg.svdvals(lib.ones(3)),
     lambda lib: lib.svd(lib.ones(3)),
+    lambda lib: lib.linalg.solve_triangular(lib.eye(3), lib.ones(3), upper=True),
+    lambda lib: lib.linalg.solve_triangular(lib.ones(2, 3), lib.ones(2, 2), upper=True),
+    lambda lib: lib.linalg.solve_triangular(lib.eye(3), lib.ones(2, 3), upper=True),
+    lambda lib: lib.linalg.solve_triangular(lib.eye(3), lib.ones(3, 2), upper=True, left=False),
+    lambda lib: lib.linalg.solve_triangular(lib.eye(3, dtype=lib.int64), lib.ones(3, 2, dtype=lib.int64), upper=True),
+    lambda lib: lib.cholesky_solve(lib.ones(3), lib.eye(3)),
+    lambda lib: lib.cholesky_solve(lib.ones(2, 2), lib.eye(3)),
+    lambda lib: lib.cholesky_solve(lib.ones(3, 2), lib.ones(2, 3)),
+    lambda lib: lib.cholesky_solve(lib.ones(3, 2), lib.ones(3)),
+    lambda lib: lib.cholesky_solve(lib.ones(3, 2), lib.eye(3, dtype=lib.float64)),
+    lambda lib: lib.cholesky_solve(lib.ones(3, 2, dtype=lib.int64), lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.triangular_solve(lib.ones(3), lib.eye(3)),
+    lambda lib: lib.triangular_solve(lib.ones(2, 2), lib.eye(3)),
+    lambda lib: lib.triangular_solve(lib.ones(3, 2), lib.ones(2, 3)),
+    lambda lib: lib.triangular_solve(lib.ones(3, 2), lib.ones(3)),
+    lambda lib: lib.triangular_solve(lib.ones(3, 2), lib.eye(3, dtype=lib.float64)),
 ])
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 def test_errors_match_pytorch(make):
     """Same message and type: LinAlgError (a RuntimeError) where PyTorch raises torch.linalg.LinAlgError."""
     errors = []
@@ -251,6 +312,9 @@ def test_errors_match_pytorch(make):
     lambda a: sg.linalg.qr(a).R,
     lambda a: sg.linalg.eigvalsh(a),
     lambda a: sg.linalg.svdvals(a),
+    lambda a: sg.linalg.solve_triangular(a, a, upper=True),
+    lambda a: sg.cholesky_solve(a, a),
+    lambda a: sg.triangular_solve(a, a).solution,
 ])
 def test_second_derivatives_are_refused(call):
     a = sg.tensor(SQUARE[0], requires_grad=True)
@@ -271,7 +335,8 @@ def _decompositions(m):
     return (sg.linalg.solve(m, m.sum(-1)).sum() + sg.linalg.cholesky(spd).sum() + sg.linalg.slogdet(m).logabsdet.sum()
             + (q.Q * q.R).sum() + w.eigenvalues.sum() + ((w.eigenvectors * w.eigenvalues.unsqueeze(-2))
                                                          @ w.eigenvectors.mT).sum()
-            + s.S.sum() + (s.U @ s.Vh).sum())
+            + s.S.sum() + (s.U @ s.Vh).sum() + sg.linalg.solve_triangular(m, spd, upper=True).sum()
+            + sg.cholesky_solve(m, sg.linalg.cholesky(spd)).sum() + sg.triangular_solve(m, spd).solution.sum())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -9,6 +9,7 @@ from collections import namedtuple
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import zeros
 from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
 
 SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
@@ -47,7 +48,7 @@ def _same_dtype(A, B, name: str) -> None:
 # ---- solve ------------------------------------------------------------------------------------------
 
 def solve(A, B, *, left=True, out=None):
-    """torch.linalg.solve: X with A X = B (X A = B when left=False), batched and broadcast; B is a (batch
+    """staticgrad.linalg.solve: X with A X = B (X A = B when left=False), batched and broadcast; B is a (batch
     of) vector(s) when it has one dim, or one dim fewer than A with A's leading shape."""
     _no_out(out, "linalg.solve")
     _matrices(A, "linalg.solve")
@@ -137,7 +138,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
     singular vectors. ``driver`` is for CUDA only, as in PyTorch."""
     _no_out(out, "linalg.svd")
     if driver is not None:
-        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+        raise RuntimeError("staticgrad.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
                            "cuSOLVER backend.")
     _matrices(A, "linalg.svd", square=False)
     return SvdResult(*dispatch(OPS["linalg_svd"], (A,), {"full_matrices": bool(full_matrices)}))
@@ -147,7 +148,7 @@ def svdvals(A, *, driver=None, out=None):
     """torch.linalg.svdvals: the singular values, descending (the same LinalgSvdBackward0 node)."""
     _no_out(out, "linalg.svdvals")
     if driver is not None:
-        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+        raise RuntimeError("staticgrad.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
                            "cuSOLVER backend.")
     _matrices(A, "linalg.svd", square=False)
     return dispatch(OPS["linalg_svd"], (A,), {"full_matrices": False})[1]
@@ -168,5 +169,78 @@ def torch_svd(input, some=True, compute_uv=True, *, out=None):
     return TorchSvdResult(u, s, fn.transpose(vh, -2, -1))
 
 
-FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd}
+
+# ---- triangular solves ------------------------------------------------------------------------------
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """torch.linalg.solve_triangular: X with A X = B (X A = B when left=False) for triangular A, reading only
+    its upper or lower triangle (and taking its diagonal as ones when unitriangular)."""
+    _no_out(out, "linalg.solve_triangular")
+    fn.require_tensor(B, "linalg.solve_triangular", "B", 2)
+    _float_kernel(A, "triangular_solve")
+    _matrices(A, "linalg.solve_triangular")
+    if B._data.ndim < 2:
+        raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 dimensions.")
+    n = A._data.shape[-1]
+    if (B._data.shape[-2] if left else B._data.shape[-1]) != n:
+        rows, cols = B._data.shape[-2:]
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation {eq} "
+                           f"({n}x{n} and {rows}x{cols})")
+    return dispatch(OPS["linalg_solve_triangular"], (A, B),
+                    {"upper": bool(upper), "left": bool(left), "unitriangular": bool(unitriangular)})
+
+
+def _b_and_a(b, A, name: str, factor: str = "A") -> None:
+    """torch.triangular_solve / cholesky_solve's checks: matrices b and square A of matching rows, one float
+    dtype. ``factor``: how PyTorch names A in its dimension error."""
+    fn.require_tensor(b, name)
+    fn.require_tensor(A, name, "A", 2)
+    if b._data.ndim < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {b._data.ndim} dimensions instead")
+    if A._data.ndim < 2:
+        if factor == "u":
+            raise RuntimeError(f"u should have at least 2 dimensions, but has {A._data.ndim} dimensions instead")
+        raise RuntimeError(f"staticgrad.{name}: Expected A to have at least 2 dimensions, but it has {A._data.ndim} "
+                           "dimensions instead")
+    if b._data.dtype != A._data.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {fn._scalar_type(b)} and A "
+                           f"of type {fn._scalar_type(A)} instead.")
+    rows, cols = A._data.shape[-2:]
+    if rows != cols:
+        raise RuntimeError(f"A must be batches of square matrices, but they are {rows} by {cols} matrices")
+    if b._data.shape[-2] != rows:
+        b_rows, b_cols = b._data.shape[-2:]
+        raise RuntimeError(f"Incompatible matrix sizes for {name}: each A matrix is {rows} by {cols} but each b "
+                           f"matrix is {b_rows} by {b_cols}")
+    _float_kernel(A, "cholesky_solve" if factor == "u" else "triangular_solve")
+
+
+def _float_kernel(A, kernel: str) -> None:
+    """PyTorch's NotImplementedError when its CPU kernel has no integer form."""
+    if A._data.dtype.kind != "f":
+        raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{fn._scalar_type(A)}\'')
+
+
+def cholesky_solve(B, L, upper=False, *, out=None):
+    """torch.cholesky_solve: X with A X = B given A's Cholesky factor L (A = L L^T, or U^T U when upper)."""
+    _no_out(out, "cholesky_solve")
+    _b_and_a(B, L, "cholesky_solve", "u")
+    return dispatch(OPS["cholesky_solve"], (B, L), {"upper": bool(upper)})
+
+
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, out=None):
+    """torch.triangular_solve (deprecated there for linalg.solve_triangular): the solution of A X = b (A^T X = b
+    when transpose) and a copy of A."""
+    _no_out(out, "triangular_solve")
+    if isinstance(b, Tensor) and b._data.ndim < 2:
+        raise RuntimeError(f"staticgrad.triangular_solve: Expected b to have at least 2 dimensions, but it has "
+                           f"{b._data.ndim} dimensions instead")
+    _b_and_a(b, A, "triangular_solve")
+    return TriangularSolveResult(*dispatch(OPS["triangular_solve"], (b, A), {
+        "upper": bool(upper), "transpose": bool(transpose), "unitriangular": bool(unitriangular)}))
+
+
+FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd, "cholesky_solve": cholesky_solve,
+             "triangular_solve": triangular_solve}
 METHODS = dict(FUNCTIONS)

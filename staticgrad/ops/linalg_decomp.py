@@ -77,7 +77,7 @@ def _solve(a, b, out=None, left=True, vector=False):
         x = np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
         batch = _failing_batch(a, np.linalg.inv)
-        raise LinAlgError(f"torch.linalg.solve: {_where(batch)}The solver failed because the input matrix is "
+        raise LinAlgError(f"staticgrad.linalg.solve: {_where(batch)}The solver failed because the input matrix is "
                           "singular.") from None
     return _into(x if left else _t(x), out)
 
@@ -157,7 +157,12 @@ def _slogdet(a, out=None):
 
 def _slogdet_backward(g_logabs, a, out=None):
     """g * A^-T, the gradient of log |det A|."""
-    return _into(g_logabs[..., None, None] * _t(np.linalg.inv(a)), out)
+    try:
+        inverse = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise RuntimeError("staticgrad cannot differentiate linalg.slogdet at a singular matrix (log |det| is -inf "
+                         "there; PyTorch returns inf and NaN gradients): keep the matrix away from singular") from None
+    return _into(g_logabs[..., None, None] * _t(inverse), out)
 
 
 _backward_op("linalg_slogdet_backward", _slogdet_backward, "LinalgSlogdetBackwardBackward0", "linalg.slogdet")
@@ -282,3 +287,107 @@ def _svd_grad(F, g, s, at, need):
 
 register(OpDef("linalg_svd", _svd, "other", "LinalgSvdBackward0", _svd_grad,
                (Save("U", "result:0"), Save("S", "result:1"), Save("Vh", "result:2")), "same"))
+
+
+# ---- triangular solves: substitution row by row (a zero on the diagonal gives inf/NaN, as LAPACK's trsm) --
+
+def _substitute(a, b, upper, unitriangular=False):
+    """X with A X = B for triangular A (only its ``upper`` or lower triangle read), batched and broadcast."""
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, shape + a.shape[-2:])
+    b = np.broadcast_to(b, shape + b.shape[-2:])
+    n = a.shape[-1]
+    x = np.zeros(b.shape, np.result_type(a, b))
+    rows = range(n - 1, -1, -1) if upper else range(n)
+    for i in rows:
+        done = slice(i + 1, n) if upper else slice(0, i)
+        row = b[..., i, :] - np.einsum("...j,...jk->...k", a[..., i, done], x[..., done, :])
+        x[..., i, :] = row if unitriangular else row / a[..., i, i, None]
+    return x
+
+
+def _solve_triangular(a, b, out=None, upper=False, left=True, unitriangular=False):
+    b = b.astype(a.dtype, copy=False)  # PyTorch solves in A's dtype
+    if left:
+        return _into(_substitute(a, b, upper, unitriangular), out)
+    return _into(_t(_substitute(_t(a), _t(b), not upper, unitriangular)), out)
+
+
+def _triangle(g, upper, unitriangular):
+    """A gradient kept to the triangle the solve read (its strict part when the diagonal is taken as ones)."""
+    k = 1 if unitriangular else 0
+    return np.triu(g, k) if upper else np.tril(g, -k)
+
+
+def _solve_triangular_backward(g, a, x, upper=False, left=True, unitriangular=False):
+    """(grad A, grad B) of X = A^-1 B (left) or B A^-1, A's gradient on its triangle."""
+    if left:
+        gb = _substitute(_t(a), g, not upper, unitriangular)
+        ga = np.negative(np.matmul(gb, _t(x)))
+    else:
+        gb = _t(_substitute(a, _t(g), upper, unitriangular))
+        ga = np.negative(np.matmul(_t(x), gb))
+    return _triangle(ga, upper, unitriangular), gb
+
+
+_backward_op("linalg_solve_triangular_backward", _solve_triangular_backward,
+             "LinalgSolveTriangularBackwardBackward0", "linalg.solve_triangular")
+register(OpDef("linalg_solve_triangular", _solve_triangular, "other", "LinalgSolveTriangularBackward0",
+               lambda F, g, s, at, need: _needed(F.linalg_solve_triangular_backward(
+                   g, s["self"], s["result"], upper=at["upper"], left=at["left"],
+                   unitriangular=at["unitriangular"]), need),
+               (Save("self", 0), Save("result", "result")), "same"))
+
+
+def _triangular_solve(b, a, out=None, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve's (solution, copy of A): A X = b, or A^T X = b when ``transpose``."""
+    matrix = _t(a) if transpose else a
+    return _substitute(matrix, b, upper != transpose, unitriangular), np.array(a)
+
+
+def _triangular_solve_backward(g_x, g_copy, b, a, x, upper=True, transpose=False, unitriangular=False):
+    """(grad b, grad A) of triangular_solve: the solve's adjoint, plus the copy's gradient as it is."""
+    matrix = _t(a) if transpose else a
+    upper_used = upper != transpose
+    gb = _substitute(_t(matrix), g_x, not upper_used, unitriangular)
+    gm = np.negative(np.matmul(gb, _t(x)))
+    ga = _triangle(_t(gm) if transpose else gm, upper, unitriangular)
+    return gb, ga + g_copy
+
+
+def _triangular_solve_grad(F, g, s, at, need):
+    x, a = s["solution"], s["A"]
+    grads = F.triangular_solve_backward(_zeros_for(F, g[0], x), _zeros_for(F, g[1], a), s["self"], a, x,
+                                        upper=at["upper"], transpose=at["transpose"],
+                                        unitriangular=at["unitriangular"])
+    return _needed(grads, need)
+
+
+_backward_op("triangular_solve_backward", _triangular_solve_backward, "TriangularSolveBackwardBackward0",
+             "triangular_solve")
+register(OpDef("triangular_solve", _triangular_solve, "other", "TriangularSolveBackward0", _triangular_solve_grad,
+               (Save("self", 0), Save("A", 1), Save("solution", "result:0")), "same"))
+
+
+# ---- cholesky_solve: X with (L L^T) X = B, or (U^T U) X = B ---------------------------------------------
+
+def _cholesky_solve(b, factor, out=None, upper=False):
+    lower = _t(factor) if upper else factor
+    y = _substitute(lower, b, False)
+    return _into(_substitute(_t(lower), y, True), out)
+
+
+def _cholesky_solve_backward(g, b, factor, x, upper=False):
+    """(grad B, grad L): B's through the same solve; A = L L^T's gradient -gB X^T carried to L."""
+    gb = _cholesky_solve(g, factor, upper=upper)
+    ga = np.negative(np.matmul(gb, _t(x)))
+    sym = ga + _t(ga)
+    gl = np.matmul(factor, sym) if upper else np.matmul(sym, factor)
+    return gb, gl
+
+
+_backward_op("cholesky_solve_backward", _cholesky_solve_backward, "CholeskySolveBackwardBackward0", "cholesky_solve")
+register(OpDef("cholesky_solve", _cholesky_solve, "other", "CholeskySolveBackward0",
+               lambda F, g, s, at, need: _needed(F.cholesky_solve_backward(g, s["self"], s["input2"], s["result"],
+                                                                           upper=at["upper"]), need),
+               (Save("self", 0), Save("input2", 1), Save("result", "result")), "same"))

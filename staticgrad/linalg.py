@@ -8,8 +8,19 @@ from __future__ import annotations
 from staticgrad._eager import composites as _composites
 from staticgrad._eager import functions as fn
 from staticgrad._eager import movement as _movement
-from staticgrad._eager.linalg_decomp import cholesky, eigh, eigvalsh, qr, slogdet, solve, solve_triangular, svd, svdvals  # noqa: F401
-from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
+from staticgrad._eager.linalg_decomp import (  # noqa: F401
+    cholesky,
+    eigh,
+    eigvalsh,
+    matrix_rank,
+    pinv,
+    qr,
+    slogdet,
+    solve,
+    solve_triangular,
+    svd,
+    svdvals,
+)
 from staticgrad._eager.linalg_more import linalg_det as det  # noqa: F401  (torch.linalg.det)
 from staticgrad._eager.linalg_more import linalg_inv as inv  # noqa: F401  (torch.linalg.inv)
 from staticgrad._eager.math_functions import norm as _vector_norm

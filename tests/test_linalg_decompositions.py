@@ -236,6 +236,38 @@ def test_a_zero_on_the_diagonal_gives_pytorchs_inf_and_nan():
     compare(lambda lib, a, b: tuple(lib.triangular_solve(b, a)), [np.zeros((3, 3)), np.ones((3, 2))], grad=False)
 
 
+# ---- pinv, matrix_rank ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call, a", [
+    (lambda lib, a: lib.linalg.pinv(a), SQUARE),
+    (lambda lib, a: lib.linalg.pinv(a), TALL),
+    (lambda lib, a: lib.linalg.pinv(a), WIDE),
+    (lambda lib, a: lib.linalg.pinv(a + a.mT, hermitian=True), SQUARE),
+    (lambda lib, a: lib.linalg.pinv(a, 0.01), TALL),
+    (lambda lib, a: lib.linalg.pinv(a, atol=0.01, rtol=0.001), TALL),
+])
+def test_pinv_matches_pytorch(call, a, dtype):
+    _check(call, [a], dtype)
+
+
+def test_pinv_gradient_matches_finite_differences():
+    for a in (SQUARE, TALL, WIDE):
+        finite_difference_check(lambda x: sg.linalg.pinv(x), [a])
+
+
+RANKS = np.stack([np.ones((4, 3)), rng.standard_normal((4, 3)),
+                  np.vstack([np.diag([1, 1e-3, 1e-9]), np.zeros((1, 3))])])  # ranks 1, 3 and 2 or 3 by dtype
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kwargs", [{}, {"atol": 0.01}, {"rtol": 0.01}, {"atol": 0.5, "rtol": 1e-4}, {"tol": 0.01},
+                                    {"hermitian": True}])
+def test_matrix_rank_matches_pytorch(kwargs, dtype):
+    a = RANKS[..., :3, :] + np.swapaxes(RANKS[..., :3, :], -1, -2) if kwargs.get("hermitian") else RANKS
+    compare(lambda lib, x: lib.linalg.matrix_rank(x, **kwargs), [a.astype(dtype)])
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
@@ -286,6 +318,10 @@ SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
     lambda lib: lib.triangular_solve(lib.ones(3, 2), lib.ones(2, 3)),
     lambda lib: lib.triangular_solve(lib.ones(3, 2), lib.ones(3)),
     lambda lib: lib.triangular_solve(lib.ones(3, 2), lib.eye(3, dtype=lib.float64)),
+    lambda lib: lib.linalg.pinv(lib.ones(3)),
+    lambda lib: lib.linalg.pinv(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.linalg.matrix_rank(lib.ones(3)),
+    lambda lib: lib.linalg.matrix_rank(lib.eye(3, dtype=lib.int64)),
 ])
 @pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 def test_errors_match_pytorch(make):
@@ -315,6 +351,7 @@ def test_errors_match_pytorch(make):
     lambda a: sg.linalg.solve_triangular(a, a, upper=True),
     lambda a: sg.cholesky_solve(a, a),
     lambda a: sg.triangular_solve(a, a).solution,
+    lambda a: sg.linalg.pinv(a),
 ])
 def test_second_derivatives_are_refused(call):
     a = sg.tensor(SQUARE[0], requires_grad=True)
@@ -336,7 +373,8 @@ def _decompositions(m):
             + (q.Q * q.R).sum() + w.eigenvalues.sum() + ((w.eigenvectors * w.eigenvalues.unsqueeze(-2))
                                                          @ w.eigenvectors.mT).sum()
             + s.S.sum() + (s.U @ s.Vh).sum() + sg.linalg.solve_triangular(m, spd, upper=True).sum()
-            + sg.cholesky_solve(m, sg.linalg.cholesky(spd)).sum() + sg.triangular_solve(m, spd).solution.sum())
+            + sg.cholesky_solve(m, sg.linalg.cholesky(spd)).sum() + sg.triangular_solve(m, spd).solution.sum()
+            + sg.linalg.pinv(m).sum() * sg.linalg.matrix_rank(m).sum())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

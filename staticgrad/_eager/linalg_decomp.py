@@ -241,6 +241,51 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, 
         "upper": bool(upper), "transpose": bool(transpose), "unitriangular": bool(unitriangular)}))
 
 
+
+# ---- pinv, matrix_rank ------------------------------------------------------------------------------
+
+def _tolerance(value, name: str):
+    if value is None:
+        return None
+    if isinstance(value, Tensor):
+        raise NotImplementedError(f"staticgrad's {name} takes atol and rtol as Python numbers, not tensors; pass "
+                                  "float(t) (or t.item())")
+    return float(value)
+
+
+def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """torch.linalg.pinv: the pseudoinverse from the SVD (eigh when hermitian), singular values at or under
+    max(atol, rtol * largest) dropped; ``rcond`` is the older name of rtol."""
+    _no_out(out, "linalg.pinv")
+    fn.require_tensor(A, "linalg.pinv")
+    if A._data.ndim < 2 or A._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.pinv({fn._scalar_type(A)}{{{list(A._data.shape)}}}): expected a tensor with 2 or "
+                           "more dimensions of float, double, cfloat or cdouble types")
+    if rcond is not None:
+        if rtol is not None:
+            raise RuntimeError("linalg.pinv: rcond and rtol cannot both be given (rcond is the older name of rtol)")
+        rtol = rcond
+    attrs = {"atol": _tolerance(atol, "linalg.pinv"), "rtol": _tolerance(rtol, "linalg.pinv"),
+             "hermitian": bool(hermitian)}
+    return dispatch(OPS["linalg_pinv"], (A,), attrs)
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """torch.linalg.matrix_rank: how many singular values (|eigenvalues| when hermitian) exceed
+    max(atol, rtol * largest); ``tol`` is the older name of atol. An int64 tensor of the batch's shape."""
+    _no_out(out, "linalg.matrix_rank")
+    fn.require_tensor(A, "linalg.matrix_rank")
+    if A._data.ndim < 2:
+        raise RuntimeError("staticgrad.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
+    if A._data.dtype.kind != "f":
+        raise RuntimeError("This function doesn't handle types other than float and double")
+    if tol is not None:
+        atol, rtol = tol, 0.0 if rtol is None else rtol
+    attrs = {"atol": _tolerance(atol, "linalg.matrix_rank"), "rtol": _tolerance(rtol, "linalg.matrix_rank"),
+             "hermitian": bool(hermitian)}
+    return dispatch(OPS["linalg_matrix_rank"], (A,), attrs)
+
+
 FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd, "cholesky_solve": cholesky_solve,
              "triangular_solve": triangular_solve}
 METHODS = dict(FUNCTIONS)

@@ -391,3 +391,54 @@ register(OpDef("cholesky_solve", _cholesky_solve, "other", "CholeskySolveBackwar
                lambda F, g, s, at, need: _needed(F.cholesky_solve_backward(g, s["self"], s["input2"], s["result"],
                                                                            upper=at["upper"]), need),
                (Save("self", 0), Save("input2", 1), Save("result", "result")), "same"))
+
+
+# ---- pinv and matrix_rank: singular values above max(atol, rtol * largest) count ------------------------
+
+def _cutoff(s, atol, rtol, shape, dtype):
+    """The threshold each matrix's singular values (or |eigenvalues|) must exceed, PyTorch's defaults:
+    rtol = eps * max(m, n) unless atol > 0 is given alone."""
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else np.finfo(dtype).eps * max(shape[-2:])
+    largest = s.max(axis=-1, initial=0.0)
+    return np.maximum(0.0 if atol is None else atol, rtol * largest)[..., None]
+
+
+def _spectrum(a, hermitian):
+    """(U, values, Vh) with A = U diag(values) Vh; for a symmetric A from eigh (values may be negative)."""
+    if hermitian:
+        w, v = np.linalg.eigh(a)
+        return v, w, _t(v)
+    return np.linalg.svd(a, full_matrices=False)
+
+
+def _pinv(a, out=None, atol=None, rtol=None, hermitian=False):
+    u, s, vh = _spectrum(a, hermitian)
+    keep = np.abs(s) > _cutoff(np.abs(s), atol, rtol, a.shape, a.dtype)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(keep, 1 / np.where(keep, s, 1), 0).astype(a.dtype)
+    return _into(np.matmul(_t(vh) * inverse[..., None, :], _t(u)), out)
+
+
+def _pinv_backward(g, a, x, out=None):
+    """The gradient of X = A^+ at constant rank: -X^T G X^T + (I - A X) G^T X X^T + X^T X G^T (I - X A)."""
+    xt, gt = _t(x), _t(g)
+    term = np.negative(np.matmul(xt, np.matmul(g, xt)))
+    left = np.matmul(gt, np.matmul(x, xt))
+    term = term + left - np.matmul(a, np.matmul(x, left))
+    right = np.matmul(np.matmul(xt, x), gt)
+    return _into(term + right - np.matmul(np.matmul(right, x), a), out)
+
+
+_backward_op("linalg_pinv_backward", _pinv_backward, "LinalgPinvBackwardBackward0", "linalg.pinv")
+register(OpDef("linalg_pinv", _pinv, "other", "LinalgPinvBackward0",
+               lambda F, g, s, at, need: (F.linalg_pinv_backward(g, s["self"], s["result"]),),
+               (Save("self", 0), Save("result", "result")), "same"))
+
+
+def _matrix_rank(a, out=None, atol=None, rtol=None, hermitian=False):
+    s = np.abs(np.linalg.eigvalsh(a) if hermitian else np.linalg.svd(a, compute_uv=False))
+    return _into(np.count_nonzero(s > _cutoff(s, atol, rtol, a.shape, a.dtype), axis=-1).astype(np.int64), out)
+
+
+register(OpDef("linalg_matrix_rank", _matrix_rank, "other", dtype_rule="index"))

@@ -12,6 +12,7 @@ from staticgrad._eager.linalg_decomp import (  # noqa: F401
     cholesky,
     eigh,
     eigvalsh,
+    lstsq,
     matrix_rank,
     pinv,
     qr,

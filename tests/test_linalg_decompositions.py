@@ -268,6 +268,54 @@ def test_matrix_rank_matches_pytorch(kwargs, dtype):
     compare(lambda lib, x: lib.linalg.matrix_rank(x, **kwargs), [a.astype(dtype)])
 
 
+# ---- lstsq ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("driver", [None, "gelsy", "gelsd", "gelss", "gels"])
+@pytest.mark.parametrize("call, arrays", [
+    (lambda lib, a, b, d: tuple(lib.linalg.lstsq(a, b, driver=d))[:2], [TALL, TALL[..., :2] + 1]),
+    (lambda lib, a, b, d: tuple(lib.linalg.lstsq(a, b[..., 0], driver=d))[:2], [TALL, TALL[..., :2] + 1]),  # vectors
+    (lambda lib, a, b, d: tuple(lib.linalg.lstsq(a, b[:1], driver=d))[:2], [TALL, TALL[..., :2] + 1]),  # broadcast
+    (lambda lib, a, b, d: tuple(lib.linalg.lstsq(a, b, driver=d))[:2], [WIDE, WIDE[:, :2]]),  # minimum norm
+])
+def test_lstsq_matches_pytorch(call, arrays, driver, dtype):
+    compare(lambda lib, a, b: call(lib, a, b, driver), [x.astype(dtype) for x in arrays],
+            **(dict(atol=1e-3, rtol=1e-3) if dtype == np.float32 else TOL[dtype]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("driver", ["gelsd", "gelss", "gels"])
+def test_lstsq_with_rcond_cutting_a_singular_value_matches_pytorch(driver, dtype):
+    """rcond=0.1 drops the second matrix's smallest singular value (0.25 of 2.5); the gradient is PyTorch's,
+    through A's pseudoinverse at the default tolerance. ('gelsy' truncates through a pivoted QR instead of
+    the SVD: its rank-deficient solutions differ and are left out.)"""
+    compare(lambda lib, a, b: tuple(lib.linalg.lstsq(a, b, 0.1, driver=driver))[:2],
+            [TALL.astype(dtype), (TALL[..., :2] + 1).astype(dtype)],
+            **(dict(atol=1e-3, rtol=1e-3) if dtype == np.float32 else TOL[dtype]))
+
+
+@pytest.mark.parametrize("driver", [None, "gelsy", "gelsd", "gelss", "gels"])
+def test_lstsq_rank_and_singular_values_match_pytorch(driver):
+    """Which outputs each driver fills (empty tensors otherwise), their shapes, dtypes and values."""
+    cases = [(TALL, TALL[..., :2] + 1), (TALL, TALL[:1, :, :2]), (WIDE, WIDE[:, :2]), (TALL, TALL[..., 0])]
+    if driver != "gels":
+        cases.append((np.ones((5, 3)), TALL[0]))  # rank 1
+    for a, b in cases:
+        expected = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+        got = sg.linalg.lstsq(sg.tensor(a), sg.tensor(b), driver=driver)
+        assert type(got).__name__ == "linalg_lstsq"
+        for e, g in zip(expected, got):
+            assert tuple(g.shape) == tuple(e.shape) and str(g.dtype)[11:] == str(e.dtype)[6:]
+            np.testing.assert_allclose(g.numpy(), e.numpy(), atol=1e-9, rtol=1e-8)
+            assert (g.grad_fn is None) == (e.grad_fn is None)
+
+
+def test_lstsq_gradient_matches_finite_differences():
+    finite_difference_check(lambda a, b: sg.linalg.lstsq(a, b).solution, [TALL, TALL[..., :2] + 1])
+    finite_difference_check(lambda a, b: sg.linalg.lstsq(a, b).solution, [WIDE, WIDE[:, :2]])
+    finite_difference_check(lambda a, b: sg.linalg.lstsq(a, b, driver="gelsd").residuals, [TALL, TALL[..., :2] + 1])
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
@@ -322,6 +370,14 @@ SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
     lambda lib: lib.linalg.pinv(lib.eye(3, dtype=lib.int64)),
     lambda lib: lib.linalg.matrix_rank(lib.ones(3)),
     lambda lib: lib.linalg.matrix_rank(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.tensor(1.0)),
+    lambda lib: lib.linalg.lstsq(lib.tensor(1.0), lib.tensor(1.0)),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3, dtype=lib.int64), lib.ones(4, 1, dtype=lib.int64)),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(4, 1), driver="x"),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(5, 1)),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(5)),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(4, 1, dtype=lib.float64)),
+    lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(2, 4, 1)),
 ])
 @pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 def test_errors_match_pytorch(make):
@@ -352,6 +408,7 @@ def test_errors_match_pytorch(make):
     lambda a: sg.cholesky_solve(a, a),
     lambda a: sg.triangular_solve(a, a).solution,
     lambda a: sg.linalg.pinv(a),
+    lambda a: sg.linalg.lstsq(a, a).solution,
 ])
 def test_second_derivatives_are_refused(call):
     a = sg.tensor(SQUARE[0], requires_grad=True)
@@ -374,7 +431,8 @@ def _decompositions(m):
                                                          @ w.eigenvectors.mT).sum()
             + s.S.sum() + (s.U @ s.Vh).sum() + sg.linalg.solve_triangular(m, spd, upper=True).sum()
             + sg.cholesky_solve(m, sg.linalg.cholesky(spd)).sum() + sg.triangular_solve(m, spd).solution.sum()
-            + sg.linalg.pinv(m).sum() * sg.linalg.matrix_rank(m).sum())
+            + sg.linalg.pinv(m).sum() * sg.linalg.matrix_rank(m).sum()
+            + sg.linalg.lstsq(m, spd).solution.sum() + sg.linalg.lstsq(m, spd, driver="gelsd").residuals.sum())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -380,6 +380,7 @@ def _linalg_decomposition_cases():
     for name in ("cholesky", "slogdet", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank"):
         yield Case(f"linalg.{name}", lambda lib, a, n=name: getattr(lib.linalg, n)(a), [X])
     yield Case("linalg.solve", lambda lib, a, b: lib.linalg.solve(a, b), [X, Y])
+    yield Case("linalg.lstsq", lambda lib, a, b: lib.linalg.lstsq(a, b), [X, Y])
 
 
 CASES += _linalg_decomposition_cases()

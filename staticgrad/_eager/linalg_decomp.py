@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from staticgrad._eager import functions as fn
 from staticgrad._eager.creation import zeros
 from staticgrad._eager.dispatch import dispatch
@@ -284,6 +286,41 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
     attrs = {"atol": _tolerance(atol, "linalg.matrix_rank"), "rtol": _tolerance(rtol, "linalg.matrix_rank"),
              "hermitian": bool(hermitian)}
     return dispatch(OPS["linalg_matrix_rank"], (A,), attrs)
+
+
+
+# ---- lstsq ------------------------------------------------------------------------------------------
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """torch.linalg.lstsq: the least-squares solution of A X = B (the minimum-norm one where A is wide),
+    with residuals, rank and singular values where PyTorch's CPU driver gives them. All drivers solve through
+    the SVD here; on rank-deficient input 'gelsy' (column-pivoted QR) may pick its rank differently."""
+    fn.require_tensor(A, "linalg.lstsq")
+    fn.require_tensor(B, "linalg.lstsq", "other", 2)
+    where = "staticgrad.linalg.lstsq"
+    if A._data.ndim < 2:
+        raise RuntimeError(f"{where}: input must have at least 2 dimensions.")
+    if B._data.ndim < 1:
+        raise RuntimeError(f"{where}: other must have at least 1 dimension.")
+    if A._data.dtype.kind != "f" or B._data.dtype.kind != "f":
+        raise RuntimeError("This function doesn't handle types other than float and double")
+    if A._data.dtype != B._data.dtype:
+        raise RuntimeError(f"{where}: Expected input and other to have the same dtype, but got input's dtype "
+                           f"{fn._scalar_type(A)} and other's dtype {fn._scalar_type(B)}")
+    if not 0 <= A._data.ndim - B._data.ndim <= 1:
+        raise RuntimeError(f"{where}: input.dim() must be greater or equal to other.dim() and (input.dim() - "
+                           "other.dim()) <= 1")
+    vector = B._data.ndim == A._data.ndim - 1
+    if A._data.shape[-2] != B._data.shape[-1 if vector else -2]:
+        raise RuntimeError(f"{where}: input.size(-2) should match other.size({-1 if vector else -2})")
+    driver = "gelsy" if driver is None else driver
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(f"{where}: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
+    batch = np.broadcast_shapes(A._data.shape[:-2], B._data.shape[:-1 if vector else -2])
+    solution, residuals, rank = dispatch(OPS["linalg_lstsq"], (A, B), {
+        "rcond": None if rcond is None else float(rcond), "driver": driver, "vector": vector})
+    singular_values = dispatch(OPS["linalg_lstsq_singular_values"], (A,), {"driver": driver, "batch": batch})
+    return LstsqResult(solution, residuals, rank, singular_values)
 
 
 FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd, "cholesky_solve": cholesky_solve,

@@ -442,3 +442,81 @@ def _matrix_rank(a, out=None, atol=None, rtol=None, hermitian=False):
 
 
 register(OpDef("linalg_matrix_rank", _matrix_rank, "other", dtype_rule="index"))
+
+
+# ---- linalg.lstsq: the least-squares (minimum-norm) solution from the SVD ---------------------------------
+
+def _lstsq_pinv(a, rcond, driver):
+    """A^+ and each matrix's rank, singular values at or under rcond * largest dropped ('gels' keeps all)."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    if driver == "gels":
+        keep = np.ones(s.shape, bool)
+    else:
+        if rcond is None:
+            rcond = np.finfo(a.dtype).eps * max(a.shape[-2:])
+        keep = s > rcond * s.max(axis=-1, initial=0.0)[..., None]
+    with np.errstate(divide="ignore"):
+        inverse = np.where(keep, 1 / np.where(keep, s, 1), 0).astype(a.dtype)
+    return np.matmul(_t(vh) * inverse[..., None, :], _t(u)), np.count_nonzero(keep, axis=-1)
+
+
+def _lstsq_has_residuals(a, rank, driver) -> bool:
+    """PyTorch fills residuals only for tall full-rank matrices, and not with the default 'gelsy'."""
+    rows, cols = a.shape[-2:]
+    return driver != "gelsy" and rows > cols and bool(np.all(rank == cols))
+
+
+def _lstsq(a, b, out=None, rcond=None, driver="gelsy", vector=False):
+    if vector:
+        b = b[..., None]
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, shape + a.shape[-2:])
+    b = np.broadcast_to(b, shape + b.shape[-2:])
+    pinv, rank = _lstsq_pinv(a, rcond, driver)
+    x = np.matmul(pinv, b)
+    if _lstsq_has_residuals(a, rank, driver):
+        residuals = np.square(np.matmul(a, x) - b).sum(axis=-2)
+    else:
+        residuals = np.zeros((0,), a.dtype)
+    rank = np.zeros((0,), np.int64) if driver == "gels" else rank.astype(np.int64)
+    return np.ascontiguousarray(x[..., 0] if vector else x), residuals, rank
+
+
+def _lstsq_backward(g_x, g_res, a, b, x, rcond=None, driver="gelsy", vector=False):
+    """(grad A, grad B): the solution's through A^+ (constant rank; as PyTorch, A^+ at the default tolerance
+    whatever rcond cut), the residuals' (|A X - B|^2 at the optimum) as 2 (A X - B) g X^T and -2 (A X - B) g."""
+    if vector:
+        g_x, b, x = g_x[..., None], b[..., None], x[..., None]
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, shape + a.shape[-2:])
+    b = np.broadcast_to(b, shape + b.shape[-2:])
+    pinv, _ = _lstsq_pinv(a, None, "gelsd")
+    ga = _pinv_backward(np.matmul(g_x, _t(b)), a, pinv)
+    gb = np.matmul(_t(pinv), g_x)
+    if g_res.size:
+        weighted = 2 * (np.matmul(a, x) - b) * g_res[..., None, :]
+        ga = ga + np.matmul(weighted, _t(x))
+        gb = gb - weighted
+    return ga, np.ascontiguousarray(gb[..., 0] if vector else gb)
+
+
+def _lstsq_grad(F, g, s, at, need):
+    x, residuals = s["solution"], s["residuals"]
+    grads = F.linalg_lstsq_backward(_zeros_for(F, g[0], x), _zeros_for(F, g[1], residuals), s["self"], s["b"], x,
+                                    rcond=at["rcond"], driver=at["driver"], vector=at["vector"])
+    return _needed(grads, need)
+
+
+def _lstsq_singular_values(a, out=None, driver="gelsy", batch=()):
+    """lstsq's singular_values output: A's (over the batch it broadcasts to) for 'gelsd' and 'gelss', empty
+    otherwise; no gradient."""
+    if driver in ("gelsd", "gelss"):
+        return _into(np.linalg.svd(np.broadcast_to(a, tuple(batch) + a.shape[-2:]), compute_uv=False), out)
+    return _into(np.zeros((0,), a.dtype), out)
+
+
+_backward_op("linalg_lstsq_backward", _lstsq_backward, "LinalgLstsqBackwardBackward0", "linalg.lstsq")
+register(OpDef("linalg_lstsq", _lstsq, "other", "LinalgLstsqBackward0", _lstsq_grad,
+               (Save("self", 0), Save("b", 1), Save("solution", "result:0"), Save("residuals", "result:1")),
+               "same"))
+register(OpDef("linalg_lstsq_singular_values", _lstsq_singular_values, "other", dtype_rule="same"))

@@ -395,6 +395,55 @@ def test_errors_match_pytorch(make):
         assert type(got) is type(expected) and not isinstance(got, sg.linalg.LinAlgError)
 
 
+# ---- empty matrices and half precision --------------------------------------------------------------
+
+CALLS = {
+    "solve": lambda lib, a: lib.linalg.solve(a, a),
+    "cholesky": lambda lib, a: lib.linalg.cholesky(a),
+    "slogdet": lambda lib, a: tuple(lib.linalg.slogdet(a)),
+    "logdet": lambda lib, a: lib.logdet(a),
+    "qr": lambda lib, a: tuple(lib.linalg.qr(a)),
+    "qr_complete": lambda lib, a: tuple(lib.linalg.qr(a, mode="complete")),
+    "qr_r": lambda lib, a: tuple(lib.linalg.qr(a, mode="r")),
+    "eigh": lambda lib, a: tuple(lib.linalg.eigh(a)),
+    "eigvalsh": lambda lib, a: lib.linalg.eigvalsh(a),
+    "svd": lambda lib, a: tuple(lib.linalg.svd(a)),
+    "svdvals": lambda lib, a: lib.linalg.svdvals(a),
+    "torch_svd": lambda lib, a: tuple(lib.svd(a)),
+    "pinv": lambda lib, a: lib.linalg.pinv(a),
+    "matrix_rank": lambda lib, a: lib.linalg.matrix_rank(a),
+    "lstsq": lambda lib, a: tuple(lib.linalg.lstsq(a, a)),
+    "lstsq_gelsd": lambda lib, a: tuple(lib.linalg.lstsq(a, a, driver="gelsd")),
+    "solve_triangular": lambda lib, a: lib.linalg.solve_triangular(a, a, upper=True),
+    "cholesky_solve": lambda lib, a: lib.cholesky_solve(a, a),
+    "triangular_solve": lambda lib, a: tuple(lib.triangular_solve(a, a)),
+}
+SQUARE_ONLY = {"solve", "cholesky", "slogdet", "logdet", "eigh", "eigvalsh", "solve_triangular", "cholesky_solve",
+               "triangular_solve"}
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (0, 3, 3), (3, 0), (0, 3)])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_empty_matrices_match_pytorch(name, shape):
+    if name in SQUARE_ONLY and shape[-1] != shape[-2]:
+        pytest.skip("needs square matrices")
+    a = np.zeros(shape) + (np.eye(shape[-1]) if shape[-1] == shape[-2] else 0)
+    refused = name == "qr_complete" and shape[-2] > shape[-1]  # as PyTorch: not differentiable
+    compare(CALLS[name], [a], grad=name not in ("qr_r", "matrix_rank") and not refused)
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_half_precision_raises_pytorchs_error(name):
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            CALLS[name](lib, lib.eye(3, dtype=lib.float16))
+        errors.append(info.value)
+    assert type(errors[1]) is type(errors[0]) and str(errors[1]) == str(errors[0])
+
+
 # ---- second derivatives are refused -----------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [

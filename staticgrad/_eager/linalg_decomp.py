@@ -29,8 +29,13 @@ def _no_out(out, name: str) -> None:
         raise NotImplementedError(f"staticgrad's {name} does not support out=; assign the result instead")
 
 
-def _matrices(A, name: str, square: bool = True, arg: str = "A") -> None:
-    """PyTorch's checks on a linalg input: a float tensor of (batches of) matrices, square if asked."""
+def _half(A) -> bool:
+    return A._data.dtype == np.float16
+
+
+def _matrices(A, name: str, square: bool = True, arg: str = "A", kernel: str | None = None) -> None:
+    """PyTorch's checks on a linalg input: a float tensor of (batches of) matrices, square if asked;
+    ``kernel``: the LAPACK kernel PyTorch names when it has no half-precision form (else its own message)."""
     fn.require_tensor(A, name)
     if A._data.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor {arg} must have at least 2 dimensions.")
@@ -39,6 +44,10 @@ def _matrices(A, name: str, square: bool = True, arg: str = "A") -> None:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {rows} by {cols} matrices")
     if A._data.dtype.kind != "f":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {fn._scalar_type(A)}")
+    if _half(A):
+        if kernel is None:
+            raise RuntimeError(f"{name}: Low precision dtypes not supported. Got {fn._scalar_type(A)}")
+        raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{fn._scalar_type(A)}\'')
 
 
 def _same_dtype(A, B, name: str) -> None:
@@ -53,7 +62,7 @@ def solve(A, B, *, left=True, out=None):
     """staticgrad.linalg.solve: X with A X = B (X A = B when left=False), batched and broadcast; B is a (batch
     of) vector(s) when it has one dim, or one dim fewer than A with A's leading shape."""
     _no_out(out, "linalg.solve")
-    _matrices(A, "linalg.solve")
+    _matrices(A, "linalg.solve", kernel="lu")
     fn.require_tensor(B, "linalg.solve", "B", 2)
     _same_dtype(A, B, "linalg.solve")
     n = A._data.shape[-1]
@@ -72,7 +81,7 @@ def cholesky(A, *, upper=False, out=None):
     """torch.linalg.cholesky: L with A = L L^T from A's lower triangle (U with A = U^T U from the upper one
     when upper=True); a matrix that is not positive-definite raises LinAlgError naming the minor."""
     _no_out(out, "linalg.cholesky")
-    _matrices(A, "linalg.cholesky")
+    _matrices(A, "linalg.cholesky", kernel="cholesky")
     return dispatch(OPS["linalg_cholesky"], (A,), {"upper": bool(upper)})
 
 
@@ -106,7 +115,7 @@ def qr(A, mode="reduced", *, out=None):
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
                            "or 'complete'")
-    _matrices(A, "linalg.qr", square=False)
+    _matrices(A, "linalg.qr", square=False, kernel="geqrf")
     return QrResult(*dispatch(OPS["linalg_qr"], (A,), {"mode": mode}))
 
 
@@ -122,14 +131,14 @@ def eigh(A, UPLO="L", *, out=None):
     """torch.linalg.eigh: eigenvalues (ascending) and orthonormal eigenvectors of each symmetric matrix,
     read from its lower (UPLO='L') or upper triangle."""
     _no_out(out, "linalg.eigh")
-    _matrices(A, "linalg.eigh")
+    _matrices(A, "linalg.eigh", kernel="linalg_eigh")
     return EighResult(*dispatch(OPS["linalg_eigh"], (A,), {"UPLO": _uplo(UPLO)}))
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
     """torch.linalg.eigvalsh: eigh's eigenvalues (the same LinalgEighBackward0 node)."""
     _no_out(out, "linalg.eigvalsh")
-    _matrices(A, "linalg.eigh")
+    _matrices(A, "linalg.eigh", kernel="linalg_eigh")
     return dispatch(OPS["linalg_eigh"], (A,), {"UPLO": _uplo(UPLO)})[0]
 
 
@@ -142,7 +151,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
     if driver is not None:
         raise RuntimeError("staticgrad.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
                            "cuSOLVER backend.")
-    _matrices(A, "linalg.svd", square=False)
+    _matrices(A, "linalg.svd", square=False, kernel="linalg_svd")
     return SvdResult(*dispatch(OPS["linalg_svd"], (A,), {"full_matrices": bool(full_matrices)}))
 
 
@@ -152,7 +161,7 @@ def svdvals(A, *, driver=None, out=None):
     if driver is not None:
         raise RuntimeError("staticgrad.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
                            "cuSOLVER backend.")
-    _matrices(A, "linalg.svd", square=False)
+    _matrices(A, "linalg.svd", square=False, kernel="linalg_svd")
     return dispatch(OPS["linalg_svd"], (A,), {"full_matrices": False})[1]
 
 
@@ -163,7 +172,7 @@ def torch_svd(input, some=True, compute_uv=True, *, out=None):
     if input._data.ndim < 2:
         raise RuntimeError(f"linalg.svd: input should have at least 2 dimensions, but has {input._data.ndim} "
                            "dimensions instead")
-    _matrices(input, "linalg.svd", square=False)
+    _matrices(input, "linalg.svd", square=False, kernel="linalg_svd")
     u, s, vh = dispatch(OPS["linalg_svd"], (input,), {"full_matrices": not some})
     if not compute_uv:
         batch, (m, n) = input.shape[:-2], input.shape[-2:]
@@ -180,7 +189,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     _no_out(out, "linalg.solve_triangular")
     fn.require_tensor(B, "linalg.solve_triangular", "B", 2)
     _float_kernel(A, "triangular_solve")
-    _matrices(A, "linalg.solve_triangular")
+    _matrices(A, "linalg.solve_triangular", kernel="triangular_solve")
     if B._data.ndim < 2:
         raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 dimensions.")
     n = A._data.shape[-1]
@@ -220,7 +229,7 @@ def _b_and_a(b, A, name: str, factor: str = "A") -> None:
 
 def _float_kernel(A, kernel: str) -> None:
     """PyTorch's NotImplementedError when its CPU kernel has no integer form."""
-    if A._data.dtype.kind != "f":
+    if A._data.dtype.kind != "f" or _half(A):
         raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{fn._scalar_type(A)}\'')
 
 
@@ -260,7 +269,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     max(atol, rtol * largest) dropped; ``rcond`` is the older name of rtol."""
     _no_out(out, "linalg.pinv")
     fn.require_tensor(A, "linalg.pinv")
-    if A._data.ndim < 2 or A._data.dtype.kind != "f":
+    if A._data.ndim < 2 or A._data.dtype.kind != "f" or _half(A):
         raise RuntimeError(f"linalg.pinv({fn._scalar_type(A)}{{{list(A._data.shape)}}}): expected a tensor with 2 or "
                            "more dimensions of float, double, cfloat or cdouble types")
     if rcond is not None:
@@ -279,7 +288,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
     fn.require_tensor(A, "linalg.matrix_rank")
     if A._data.ndim < 2:
         raise RuntimeError("staticgrad.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
-    if A._data.dtype.kind != "f":
+    if A._data.dtype.kind != "f" or _half(A):
         raise RuntimeError("This function doesn't handle types other than float and double")
     if tol is not None:
         atol, rtol = tol, 0.0 if rtol is None else rtol
@@ -302,7 +311,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"{where}: input must have at least 2 dimensions.")
     if B._data.ndim < 1:
         raise RuntimeError(f"{where}: other must have at least 1 dimension.")
-    if A._data.dtype.kind != "f" or B._data.dtype.kind != "f":
+    if A._data.dtype.kind != "f" or B._data.dtype.kind != "f" or _half(A) or _half(B):
         raise RuntimeError("This function doesn't handle types other than float and double")
     if A._data.dtype != B._data.dtype:
         raise RuntimeError(f"{where}: Expected input and other to have the same dtype, but got input's dtype "

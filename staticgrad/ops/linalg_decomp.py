@@ -15,7 +15,8 @@ from staticgrad.ops.registry import OpDef, Save, register
 
 def _into(result, out):
     if out is None:
-        return np.ascontiguousarray(result)
+        result = np.asarray(result)
+        return result if result.flags.c_contiguous else np.ascontiguousarray(result)
     np.copyto(out, result, casting="unsafe")
     return out
 

@@ -316,6 +316,38 @@ def test_lstsq_gradient_matches_finite_differences():
     finite_difference_check(lambda a, b: sg.linalg.lstsq(a, b, driver="gelsd").residuals, [TALL, TALL[..., :2] + 1])
 
 
+# ---- matrix norms from the singular values ----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [(-2, -1), (0, 2), (2, 0), (1, 0)])
+@pytest.mark.parametrize("ord", [2, -2, "nuc", 1, -1, float("inf"), -float("inf")])
+def test_matrix_norm_orders_match_pytorch(ord, dim, keepdim, dtype):
+    """Values, gradients and the last node of PyTorch's composition (AmaxBackward0 over LinalgSvdBackward0...)."""
+    _check(lambda lib, a: lib.linalg.matrix_norm(a, ord=ord, dim=dim, keepdim=keepdim), [TALL.transpose(1, 0, 2)],
+           dtype)
+
+
+@pytest.mark.parametrize("ord", [2, "nuc", -2, 1, float("inf")])
+def test_norm_and_matrix_norm_dtype_take_the_spectral_orders(ord):
+    compare(lambda lib, a: lib.linalg.norm(a, ord=ord), [WIDE])
+    compare(lambda lib, a: lib.linalg.norm(a, ord=ord, dim=(0, 2)), [TALL])
+    compare(lambda lib, a: lib.linalg.matrix_norm(a, ord=ord, dtype=lib.float64), [TALL.astype(np.float32)])
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4), ord=3),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4), ord="x"),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4), ord=2, dim=(0, 0)),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4, dtype=lib.int64), ord=2),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4), ord=1, dim=(0,)),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4), ord=1, dim=(0, 5)),
+    lambda lib: lib.linalg.matrix_norm(lib.ones(3, 4, dtype=lib.float16), ord=2),
+])
+def test_matrix_norm_errors_match_pytorch(make):
+    same_error(lambda lib: make(lib))
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)

@@ -348,6 +348,42 @@ def test_matrix_norm_errors_match_pytorch(make):
     same_error(lambda lib: make(lib))
 
 
+# ---- the older torch.* names ------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated", "ignore:torch.qr is deprecated")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call", [
+    lambda lib, a: lib.cholesky(_spd(lib, a)),
+    lambda lib, a: _spd(lib, a).cholesky(upper=True),
+    lambda lib, a: tuple(lib.qr(a)),
+    lambda lib, a: tuple(a[..., :2, :].qr(some=False)),
+    lambda lib, a: lib.pinverse(a),
+    lambda lib, a: a.pinverse(rcond=0.3),
+])
+def test_older_names_match_pytorch(call, dtype):
+    _check(call, [SQUARE], dtype)
+
+
+@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated", "ignore:torch.qr is deprecated")
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.cholesky(-lib.eye(3)),
+    lambda lib: lib.cholesky(lib.stack([lib.eye(3), -lib.eye(3)])),
+    lambda lib: lib.cholesky(lib.ones(2, 3)),
+    lambda lib: lib.cholesky(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.cholesky(lib.eye(3, dtype=lib.float16)),
+    lambda lib: lib.qr(lib.tensor(1.0)),
+    lambda lib: lib.pinverse(lib.tensor(1.0)),
+])
+def test_older_names_raise_pytorchs_errors(make):
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            make(lib)
+        errors.append(info.value)
+    assert str(errors[1]) == str(errors[0])
+    assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)

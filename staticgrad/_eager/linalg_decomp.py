@@ -17,6 +17,7 @@ from staticgrad.ops import OPS
 SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 TorchSlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 QrResult = namedtuple("linalg_qr", ["Q", "R"])
+TorchQrResult = namedtuple("qr", ["Q", "R"])
 EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 SvdResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
 TorchSvdResult = namedtuple("svd", ["U", "S", "V"])
@@ -332,6 +333,29 @@ def lstsq(A, B, rcond=None, *, driver=None):
     return LstsqResult(solution, residuals, rank, singular_values)
 
 
+
+# ---- the older torch.* names: cholesky, qr, pinverse ------------------------------------------------
+
+def torch_cholesky(input, upper=False, *, out=None):
+    """torch.cholesky (deprecated there for linalg.cholesky): the same factor, its own CholeskyBackward0."""
+    _no_out(out, "cholesky")
+    fn.require_tensor(input, "cholesky")
+    if input._data.ndim >= 2 and input._data.dtype.kind != "f":
+        raise NotImplementedError(f'"cholesky_cpu" not implemented for \'{fn._scalar_type(input)}\'')
+    _matrices(input, "cholesky", kernel="cholesky")
+    return dispatch(OPS["cholesky"], (input,), {"upper": bool(upper)})
+
+
+def torch_qr(input, some=True, *, out=None):
+    """torch.qr (deprecated there for linalg.qr): reduced Q, R when ``some``, else complete."""
+    return TorchQrResult(*qr(input, "reduced" if some else "complete", out=out))
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: linalg.pinv with rtol=rcond."""
+    return pinv(input, rtol=rcond)
+
+
 FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd, "cholesky_solve": cholesky_solve,
-             "triangular_solve": triangular_solve}
+             "triangular_solve": triangular_solve, "cholesky": torch_cholesky, "qr": torch_qr, "pinverse": pinverse}
 METHODS = dict(FUNCTIONS)

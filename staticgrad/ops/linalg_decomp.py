@@ -116,7 +116,7 @@ def _leading_minor(matrix) -> int:
     return n
 
 
-def _cholesky(a, out=None, upper=False):
+def _cholesky(a, out=None, upper=False, prefix="linalg.cholesky"):
     lower = _t(a) if upper else a
     try:
         factor = np.linalg.cholesky(lower)
@@ -124,7 +124,7 @@ def _cholesky(a, out=None, upper=False):
         stack = lower.reshape((-1,) + lower.shape[-2:])
         batch = _failing_batch(lower, np.linalg.cholesky)
         order = _leading_minor(stack[batch or 0])
-        raise LinAlgError(f"linalg.cholesky: {_where(batch)}The factorization could not be completed because the "
+        raise LinAlgError(f"{prefix}: {_where(batch)}The factorization could not be completed because the "
                           f"input is not positive-definite (the leading minor of order {order} is not "
                           "positive-definite).") from None
     return _into(_t(factor) if upper else factor, out)
@@ -147,6 +147,10 @@ _backward_op("linalg_cholesky_backward", _cholesky_backward, "LinalgCholeskyExBa
 register(OpDef("linalg_cholesky", _cholesky, "other", "LinalgCholeskyExBackward0",
                lambda F, g, s, at, need: (F.linalg_cholesky_backward(g, s["L"], upper=at["upper"]),),
                (Save("L", "result"),), "same"))
+register(OpDef("cholesky", lambda a, out=None, upper=False: _cholesky(a, out, upper, "cholesky"), "other",
+               "CholeskyBackward0", lambda F, g, s, at, need: (F.linalg_cholesky_backward(g, s["result"],
+                                                                                           upper=at["upper"]),),
+               (Save("result", "result"),), "same"))
 
 
 # ---- linalg.slogdet: (sign, log |det|); only logabsdet has a gradient ------------------------------------

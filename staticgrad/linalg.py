@@ -11,14 +11,17 @@ from staticgrad._eager import functions as fn
 from staticgrad._eager import movement as _movement
 from staticgrad._eager.linalg_decomp import (  # noqa: F401
     cholesky,
+    cholesky_ex,
     eigh,
     eigvalsh,
+    inv_ex,
     lstsq,
     matrix_rank,
     pinv,
     qr,
     slogdet,
     solve,
+    solve_ex,
     solve_triangular,
     svd,
     svdvals,

@@ -384,6 +384,63 @@ def test_older_names_raise_pytorchs_errors(make):
     assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
 
 
+# ---- cholesky_ex, inv_ex, solve_ex -------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call, arrays", [
+    (lambda lib, a: tuple(lib.linalg.cholesky_ex(_spd(lib, a))), [SQUARE]),
+    (lambda lib, a: tuple(lib.linalg.cholesky_ex(_spd(lib, a), upper=True)), [SQUARE]),
+    (lambda lib, a: tuple(lib.linalg.inv_ex(a)), [SQUARE]),
+    (lambda lib, a, b: tuple(lib.linalg.solve_ex(a, b)), [SQUARE, RHS]),
+    (lambda lib, a, b: tuple(lib.linalg.solve_ex(a, b[..., 0])), [SQUARE, RHS]),
+    (lambda lib, a, b: tuple(lib.linalg.solve_ex(a[0], b, left=False)), [SQUARE, RHS.transpose(0, 2, 1)]),
+])
+def test_ex_forms_match_pytorch(call, arrays, dtype):
+    """The result, its node (LinalgCholeskyExBackward0...) and gradient, and info's shape and int32 dtype."""
+    _check(call, arrays, dtype)
+
+
+NOT_PD = np.stack([np.eye(3), -np.eye(3), [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+SINGULAR_BATCH = np.stack([np.eye(3), np.zeros((3, 3)), [[1.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 1.0]]])
+
+
+@pytest.mark.parametrize("call, a", [
+    (lambda lib, a: lib.linalg.cholesky_ex(a), NOT_PD),
+    (lambda lib, a: lib.linalg.cholesky_ex(a, upper=True), NOT_PD),
+    (lambda lib, a: lib.linalg.inv_ex(a), SINGULAR_BATCH),
+    (lambda lib, a: lib.linalg.inv_ex(a), SINGULAR_BATCH[2]),
+    (lambda lib, a: lib.linalg.solve_ex(a, lib.ones(3, dtype=a.dtype)), SINGULAR_BATCH),
+])
+def test_ex_forms_report_pytorchs_info_and_nan_for_a_failing_matrix(call, a):
+    """info is PyTorch's (the failing minor, the zero pivot); a failing matrix's result is NaN here, where
+    PyTorch leaves LAPACK's partial work; the others are PyTorch's."""
+    expected, got = call(torch, torch.tensor(a)), call(sg, sg.tensor(a))
+    assert np.array_equal(got.info.numpy(), expected.info.numpy()) and str(got.info.dtype) == "staticgrad.int32"
+    failed = got.info.numpy().reshape(-1) != 0
+    results = got[0].numpy().reshape((failed.size, -1))
+    assert np.isnan(results[failed]).all()
+    np.testing.assert_allclose(results[~failed], expected[0].numpy().reshape((failed.size, -1))[~failed])
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, a, b: lib.linalg.cholesky_ex(a, check_errors=True),
+    lambda lib, a, b: lib.linalg.inv_ex(b, check_errors=True),
+    lambda lib, a, b: lib.linalg.inv_ex(b[2], check_errors=True),
+    lambda lib, a, b: lib.linalg.solve_ex(b, lib.ones(3, dtype=b.dtype), check_errors=True),
+    lambda lib, a, b: lib.linalg.cholesky_ex(lib.ones(2, 3)),
+    lambda lib, a, b: lib.linalg.inv_ex(lib.ones(2, 3)),
+    lambda lib, a, b: lib.linalg.solve_ex(lib.ones(2, 3), lib.ones(2)),
+])
+def test_ex_forms_with_check_errors_raise_pytorchs_errors(make):
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            make(lib, lib.tensor(NOT_PD), lib.tensor(SINGULAR_BATCH))
+        errors.append(info.value)
+    assert str(errors[1]).replace("staticgrad.", "torch.") == str(errors[0])
+    assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
@@ -549,7 +606,9 @@ def _decompositions(m):
             + s.S.sum() + (s.U @ s.Vh).sum() + sg.linalg.solve_triangular(m, spd, upper=True).sum()
             + sg.cholesky_solve(m, sg.linalg.cholesky(spd)).sum() + sg.triangular_solve(m, spd).solution.sum()
             + sg.linalg.pinv(m).sum() * sg.linalg.matrix_rank(m).sum()
-            + sg.linalg.lstsq(m, spd).solution.sum() + sg.linalg.lstsq(m, spd, driver="gelsd").residuals.sum())
+            + sg.linalg.lstsq(m, spd).solution.sum() + sg.linalg.lstsq(m, spd, driver="gelsd").residuals.sum()
+            + sg.linalg.cholesky_ex(spd).L.sum() + sg.linalg.inv_ex(m).inverse.sum()
+            + sg.linalg.solve_ex(m, spd).result.sum())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

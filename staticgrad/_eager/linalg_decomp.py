@@ -14,6 +14,9 @@ from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.tensor import Tensor
 from staticgrad.ops import OPS
 
+CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
+InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
+SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
 SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 TorchSlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 QrResult = namedtuple("linalg_qr", ["Q", "R"])
@@ -59,10 +62,9 @@ def _same_dtype(A, B, name: str) -> None:
 
 # ---- solve ------------------------------------------------------------------------------------------
 
-def solve(A, B, *, left=True, out=None):
-    """staticgrad.linalg.solve: X with A X = B (X A = B when left=False), batched and broadcast; B is a (batch
-    of) vector(s) when it has one dim, or one dim fewer than A with A's leading shape."""
-    _no_out(out, "linalg.solve")
+def _solve_args(A, B, left) -> bool:
+    """linalg.solve's checks; whether B is a (batch of) vector(s): one dim, or one dim fewer than A with A's
+    leading shape."""
     _matrices(A, "linalg.solve", kernel="lu")
     fn.require_tensor(B, "linalg.solve", "B", 2)
     _same_dtype(A, B, "linalg.solve")
@@ -73,10 +75,44 @@ def solve(A, B, *, left=True, out=None):
         eq = "AX = B" if left else "XA = B"
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {eq} ({n}x{n} and "
                            f"{b_shape[0]}x{b_shape[1]})")
+    return vector
+
+
+def solve(A, B, *, left=True, out=None):
+    """torch.linalg.solve: X with A X = B (X A = B when left=False), batched and broadcast; B is a (batch
+    of) vector(s) when it has one dim, or one dim fewer than A with A's leading shape."""
+    _no_out(out, "linalg.solve")
+    vector = _solve_args(A, B, left)
     return dispatch(OPS["linalg_solve"], (A, B), {"left": bool(left), "vector": vector})
 
 
+def solve_ex(A, B, *, left=True, check_errors=False, out=None):
+    """torch.linalg.solve_ex: (result, info), info the first zero pivot of each matrix's LU (0 if none). A
+    singular matrix's result is NaN here (PyTorch leaves LAPACK's partial work)."""
+    _no_out(out, "linalg.solve_ex")
+    vector = _solve_args(A, B, left)
+    return SolveExResult(*dispatch(OPS["linalg_solve_ex"], (A, B), {"left": bool(left), "vector": vector,
+                                                                    "check_errors": bool(check_errors)}))
+
+
+def inv_ex(A, *, check_errors=False, out=None):
+    """torch.linalg.inv_ex: (inverse, info), info the first zero pivot of each matrix's LU (0 if none). A
+    singular matrix's inverse is NaN here (PyTorch leaves LAPACK's partial work)."""
+    _no_out(out, "linalg.inv_ex")
+    _matrices(A, "linalg.inv", kernel="lu")
+    return InvExResult(*dispatch(OPS["linalg_inv_ex"], (A,), {"check_errors": bool(check_errors)}))
+
+
 # ---- cholesky ---------------------------------------------------------------------------------------
+
+def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+    """torch.linalg.cholesky_ex: (L, info), info the order of the first leading minor that is not
+    positive-definite (0 if none). Such a matrix's L is NaN here (PyTorch leaves LAPACK's partial work)."""
+    _no_out(out, "linalg.cholesky_ex")
+    _matrices(A, "linalg.cholesky", kernel="cholesky")
+    return CholeskyExResult(*dispatch(OPS["linalg_cholesky_ex"], (A,), {"upper": bool(upper),
+                                                                        "check_errors": bool(check_errors)}))
+
 
 def cholesky(A, *, upper=False, out=None):
     """torch.linalg.cholesky: L with A = L L^T from A's lower triangle (U with A = U^T U from the upper one

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.errors import LinAlgError
+from staticgrad.ops.linalg_more import _first_zero_pivot
 from staticgrad.ops.registry import OpDef, Save, register
 
 
@@ -64,10 +65,10 @@ def _backward_op(name: str, forward, node_name: str, public: str) -> None:
 
 # ---- linalg.solve: X with A X = B (left) or X A = B; B's last dim is the columns ------------------------
 
-def _solve(a, b, out=None, left=True, vector=False):
+def _solve(a, b, out=None, left=True, vector=False, prefix="staticgrad.linalg.solve"):
     """``vector``: b holds (a batch of) vectors, solved as columns."""
     if vector:
-        return _into(_solve(a, b[..., None], left=left)[..., 0], out)
+        return _into(_solve(a, b[..., None], left=left, prefix=prefix)[..., 0], out)
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = np.broadcast_to(a, shape + a.shape[-2:])
     if left:
@@ -78,7 +79,7 @@ def _solve(a, b, out=None, left=True, vector=False):
         x = np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
         batch = _failing_batch(a, np.linalg.inv)
-        raise LinAlgError(f"staticgrad.linalg.solve: {_where(batch)}The solver failed because the input matrix is "
+        raise LinAlgError(f"{prefix}: {_where(batch)}The solver failed because the input matrix is "
                           "singular.") from None
     return _into(x if left else _t(x), out)
 
@@ -525,3 +526,79 @@ register(OpDef("linalg_lstsq", _lstsq, "other", "LinalgLstsqBackward0", _lstsq_g
                (Save("self", 0), Save("b", 1), Save("solution", "result:0"), Save("residuals", "result:1")),
                "same"))
 register(OpDef("linalg_lstsq_singular_values", _lstsq_singular_values, "other", dtype_rule="same"))
+
+
+# ---- cholesky_ex, inv_ex, solve_ex: the result and LAPACK's info (0, or the failing minor / zero pivot) --
+# Where a matrix fails (and check_errors is off) PyTorch's result holds LAPACK's partial work, which no
+# LAPACK build promises; staticgrad fills that matrix's result with NaN instead. info is PyTorch's.
+
+def _each(batch, solve_one, failure, shape, dtype):
+    """(result, info) matrix by matrix over ``batch``: NaNs and ``failure(index)`` where one fails."""
+    result = np.empty(tuple(batch) + tuple(shape), dtype)
+    info = np.zeros(batch, np.int32)
+    for index in np.ndindex(*batch):
+        try:
+            result[index] = solve_one(index)
+        except (LinAlgError, np.linalg.LinAlgError):
+            result[index] = np.nan
+            info[index] = failure(index)
+    return result, info
+
+
+def _cholesky_ex(a, out=None, upper=False, check_errors=False):
+    try:
+        return _cholesky(a, upper=upper, prefix="linalg.cholesky_ex"), np.zeros(a.shape[:-2], np.int32)
+    except LinAlgError:
+        if check_errors:
+            raise
+    return _each(a.shape[:-2], lambda i: _cholesky(a[i], upper=upper),
+                 lambda i: _leading_minor(_t(a[i]) if upper else a[i]), a.shape[-2:], a.dtype)
+
+
+def _inv_ex(a, out=None, check_errors=False):
+    try:
+        return np.ascontiguousarray(np.linalg.inv(a)), np.zeros(a.shape[:-2], np.int32)
+    except np.linalg.LinAlgError:
+        pass
+    result, info = _each(a.shape[:-2], lambda i: np.linalg.inv(a[i]), lambda i: _first_zero_pivot(a[i]),
+                         a.shape[-2:], a.dtype)
+    if check_errors:
+        batch = int(np.flatnonzero(info)[0])
+        raise LinAlgError(f"linalg.inv_ex: {_where(batch if a.ndim > 2 else None)}The diagonal element "
+                          f"{int(info.reshape(-1)[batch])} is zero, the inversion could not be completed because "
+                          "the input matrix is singular.")
+    return result, info
+
+
+def _solve_ex(a, b, out=None, left=True, vector=False, check_errors=False):
+    prefix = "staticgrad.linalg.solve_ex"
+    try:
+        x = _solve(a, b, left=left, vector=vector, prefix=prefix)
+        return x, np.zeros(a.shape[:-2], np.int32)  # info follows A's batch, not the broadcast one
+    except LinAlgError:
+        if check_errors:
+            raise
+    info = np.array([_first_zero_pivot(m) for m in a.reshape((-1,) + a.shape[-2:])], np.int32)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-1 if vector else -2])
+    wide_a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[len(b.shape) - (1 if vector else 2):])
+    result, _ = _each(batch, lambda i: _solve(wide_a[i], b[i], left=left, vector=vector), lambda i: 0,
+                      b.shape[len(batch):], a.dtype)
+    return result, info.reshape(a.shape[:-2])
+
+
+def _first_output(backward):
+    """An _ex op's backward: the plain op's, on the result's gradient (info has none)."""
+    return lambda F, g, s, at, need: backward(F, g[0], s, at, need)
+
+
+register(OpDef("linalg_cholesky_ex", _cholesky_ex, "other", "LinalgCholeskyExBackward0",
+               _first_output(lambda F, g, s, at, need: (F.linalg_cholesky_backward(g, s["L"], upper=at["upper"]),)),
+               (Save("L", "result:0"),), "same"))
+register(OpDef("linalg_inv_ex", _inv_ex, "other", "LinalgInvExBackward0",
+               _first_output(lambda F, g, s, at, need: (F.linalg_inv_backward(g, s["inverse"]),)),
+               (Save("inverse", "result:0"),), "same"))
+register(OpDef("linalg_solve_ex", _solve_ex, "other", "LinalgSolveExBackward0",
+               _first_output(lambda F, g, s, at, need: _needed(F.linalg_solve_backward(
+                   g, s["A"], s["result"], left=at["left"], vector=at["vector"]), need)),
+               (Save("A", 0), Save("result", "result:0")), "same"))

@@ -441,6 +441,40 @@ def test_ex_forms_with_check_errors_raise_pytorchs_errors(make):
     assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
 
 
+# ---- cholesky_inverse --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("call", [
+    lambda lib, a: lib.cholesky_inverse(a),                       # one triangle of a is read
+    lambda lib, a: a.cholesky_inverse(upper=True),
+    lambda lib, a: lib.cholesky_inverse(lib.linalg.cholesky(_spd(lib, a))),
+])
+def test_cholesky_inverse_matches_pytorch(call, dtype):
+    _check(call, [SQUARE], dtype)
+
+
+def test_cholesky_inverse_gradient_matches_finite_differences():
+    finite_difference_check(lambda a: sg.cholesky_inverse(sg.tril(a)), [SQUARE])
+    finite_difference_check(lambda a: sg.cholesky_inverse(sg.triu(a), upper=True), [SQUARE[0]])
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.cholesky_inverse(lib.ones(2, 3)),
+    lambda lib: lib.cholesky_inverse(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.cholesky_inverse(lib.eye(3, dtype=lib.float16)),
+    lambda lib: lib.cholesky_inverse(lib.zeros(3, 3)),
+    lambda lib: lib.cholesky_inverse(lib.stack([lib.eye(3), lib.zeros(3, 3)])),
+])
+def test_cholesky_inverse_errors_match_pytorch(make):
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            make(lib)
+        errors.append(info.value)
+    assert str(errors[1]) == str(errors[0])
+    assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
@@ -583,6 +617,7 @@ def test_half_precision_raises_pytorchs_error(name):
     lambda a: sg.triangular_solve(a, a).solution,
     lambda a: sg.linalg.pinv(a),
     lambda a: sg.linalg.lstsq(a, a).solution,
+    lambda a: sg.cholesky_inverse(a),
 ])
 def test_second_derivatives_are_refused(call):
     a = sg.tensor(SQUARE[0], requires_grad=True)
@@ -608,7 +643,7 @@ def _decompositions(m):
             + sg.linalg.pinv(m).sum() * sg.linalg.matrix_rank(m).sum()
             + sg.linalg.lstsq(m, spd).solution.sum() + sg.linalg.lstsq(m, spd, driver="gelsd").residuals.sum()
             + sg.linalg.cholesky_ex(spd).L.sum() + sg.linalg.inv_ex(m).inverse.sum()
-            + sg.linalg.solve_ex(m, spd).result.sum())
+            + sg.linalg.solve_ex(m, spd).result.sum() + sg.cholesky_inverse(sg.linalg.cholesky(spd)).sum())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -370,7 +370,7 @@ CASES += _linalg_extra_cases()
 
 def _linalg_decomposition_cases():
     """The solves and decompositions raise PyTorch's error on a 0-dim tensor (they need matrices)."""
-    for name in ("slogdet", "logdet", "svd", "cholesky", "qr", "pinverse"):
+    for name in ("slogdet", "logdet", "svd", "cholesky", "qr", "pinverse", "cholesky_inverse"):
         yield Case(name, _call(name), [X])
         yield Case(f"Tensor.{name}", _method(name), [X])
     for name in ("cholesky_solve", "triangular_solve"):

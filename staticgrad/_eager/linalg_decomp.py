@@ -392,6 +392,18 @@ def pinverse(input, rcond=1e-15):
     return pinv(input, rtol=rcond)
 
 
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """torch.cholesky_inverse: (L L^T)^-1 (or (U^T U)^-1 when upper) from a Cholesky factor."""
+    _no_out(out, "cholesky_inverse")
+    fn.require_tensor(L, "cholesky_inverse")
+    if L._data.ndim >= 2 and (L._data.dtype.kind != "f" or _half(L)):
+        raise NotImplementedError(f'"cholesky_inverse_out_cpu" not implemented for \'{fn._scalar_type(L)}\'')
+    _matrices(L, "cholesky_inverse")
+    return dispatch(OPS["cholesky_inverse"], (L,), {"upper": bool(upper)})
+
+
 FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd, "cholesky_solve": cholesky_solve,
-             "triangular_solve": triangular_solve, "cholesky": torch_cholesky, "qr": torch_qr, "pinverse": pinverse}
+             "triangular_solve": triangular_solve, "cholesky": torch_cholesky, "qr": torch_qr, "pinverse": pinverse,
+             "cholesky_inverse": cholesky_inverse}
 METHODS = dict(FUNCTIONS)

@@ -602,3 +602,31 @@ register(OpDef("linalg_solve_ex", _solve_ex, "other", "LinalgSolveExBackward0",
                _first_output(lambda F, g, s, at, need: _needed(F.linalg_solve_backward(
                    g, s["A"], s["result"], left=at["left"], vector=at["vector"]), need)),
                (Save("A", 0), Save("result", "result:0")), "same"))
+
+
+# ---- cholesky_inverse: (L L^T)^-1 (or (U^T U)^-1) from the factor -----------------------------------------
+
+def _cholesky_inverse(factor, out=None, upper=False):
+    lower = _t(factor) if upper else factor
+    diagonal = np.einsum("...ii->...i", lower)
+    if not np.all(diagonal):
+        batch = int(np.flatnonzero(~np.all(diagonal.reshape(-1, diagonal.shape[-1]), axis=-1))[0])
+        k = int(np.flatnonzero(diagonal.reshape(-1, diagonal.shape[-1])[batch] == 0)[0]) + 1
+        raise LinAlgError(f"cholesky_inverse: {_where(batch if factor.ndim > 2 else None)}The diagonal element {k} "
+                          "is zero, the inversion could not be completed because the input matrix is singular.")
+    eye = np.broadcast_to(np.eye(factor.shape[-1], dtype=factor.dtype), factor.shape)
+    return _into(_cholesky_solve(eye, factor, upper=upper), out)
+
+
+def _cholesky_inverse_backward(g, factor, x, out=None, upper=False):
+    """X = (L L^T)^-1: A's gradient -X G X (X symmetric), carried to the factor as for cholesky_solve."""
+    ga = np.negative(np.matmul(_t(x), np.matmul(g, _t(x))))
+    sym = ga + _t(ga)
+    return _into(np.matmul(factor, sym) if upper else np.matmul(sym, factor), out)
+
+
+_backward_op("cholesky_inverse_backward", _cholesky_inverse_backward, "CholeskyInverseBackwardBackward0",
+             "cholesky_inverse")
+register(OpDef("cholesky_inverse", _cholesky_inverse, "other", "CholeskyInverseBackward0",
+               lambda F, g, s, at, need: (F.cholesky_inverse_backward(g, s["self"], s["result"], upper=at["upper"]),),
+               (Save("self", 0), Save("result", "result")), "same"))

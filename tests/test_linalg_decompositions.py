@@ -92,6 +92,21 @@ def test_slogdet_result_names_and_gradient():
     finite_difference_check(lambda a: sg.linalg.slogdet(a).logabsdet, [SQUARE])
 
 
+def test_slogdet_gradient_at_a_singular_matrix_is_refused():
+    """PyTorch returns inf and NaN there; staticgrad says what went wrong instead."""
+    a = sg.zeros(3, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="singular matrix"):
+        sg.linalg.slogdet(a).logabsdet.backward()
+
+
+def test_a_large_not_positive_definite_matrix_names_its_minor_quickly():
+    a = np.eye(400)
+    a[249, 249] = -1
+    expected = torch.linalg.cholesky_ex(torch.tensor(a)).info
+    assert sg.linalg.cholesky_ex(sg.tensor(a)).info.item() == expected.item() == 250
+    same_error(lambda lib: lib.linalg.cholesky(lib.tensor(a)))
+
+
 def test_slogdet_and_logdet_of_a_singular_matrix():
     compare(lambda lib, a: tuple(lib.linalg.slogdet(a)), [np.zeros((3, 3))], grad=False)
     compare(lambda lib, a: lib.logdet(a), [np.zeros((3, 3))], grad=False)

@@ -107,14 +107,22 @@ register(OpDef("linalg_solve", _solve, "other", "LinalgSolveExBackward0",
 # ---- linalg.cholesky: L with A = L L^T (or U^T U), read from A's lower (upper) triangle ------------------
 
 def _leading_minor(matrix) -> int:
-    """The order of the first leading minor that is not positive-definite (Cholesky's failing pivot)."""
-    n = matrix.shape[0]
-    for k in range(1, n + 1):
+    """The order of the first leading minor that is not positive-definite (Cholesky's failing pivot): once
+    one fails every larger one does, so a binary search needs log2(n) factorizations."""
+    lower = np.tril(matrix.astype(np.float64))
+
+    def factors(k):
         try:
-            np.linalg.cholesky(np.tril(matrix[:k, :k].astype(np.float64)))
+            np.linalg.cholesky(lower[:k, :k])
+            return True
         except np.linalg.LinAlgError:
-            return k
-    return n
+            return False
+
+    good, bad = 0, matrix.shape[0]  # minor ``good`` factors (0: trivially), minor ``bad`` does not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if factors(middle) else (good, middle)
+    return bad
 
 
 def _cholesky(a, out=None, upper=False, prefix="linalg.cholesky"):

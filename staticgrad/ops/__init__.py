@@ -72,6 +72,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     group_norm,
     linalg_decomp,
     linalg_more,
+    linalg_solvers,
     loss_margin,
     math_extra,
     math_more,

@@ -12,6 +12,7 @@ import staticgrad as sg
 from tests.oracle import compare, finite_difference_check, same_error
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:torch.(triangular_solve|cholesky|qr) is deprecated")
 
 rng = np.random.default_rng(11)
 SQUARE = rng.standard_normal((2, 3, 3)) + 2 * np.eye(3)
@@ -370,7 +371,6 @@ def test_matrix_norm_errors_match_pytorch(make):
 
 # ---- the older torch.* names ------------------------------------------------------------------------
 
-@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated", "ignore:torch.qr is deprecated")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("call", [
     lambda lib, a: lib.cholesky(_spd(lib, a)),
@@ -384,7 +384,6 @@ def test_older_names_match_pytorch(call, dtype):
     _check(call, [SQUARE], dtype)
 
 
-@pytest.mark.filterwarnings("ignore:torch.cholesky is deprecated", "ignore:torch.qr is deprecated")
 @pytest.mark.parametrize("make", [
     lambda lib: lib.cholesky(-lib.eye(3)),
     lambda lib: lib.cholesky(lib.stack([lib.eye(3), -lib.eye(3)])),
@@ -558,7 +557,6 @@ SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
     lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(4, 1, dtype=lib.float64)),
     lambda lib: lib.linalg.lstsq(lib.ones(4, 3), lib.ones(2, 4, 1)),
 ])
-@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 def test_errors_match_pytorch(make):
     """Same message and type: LinAlgError (a RuntimeError) where PyTorch raises torch.linalg.LinAlgError."""
     errors = []
@@ -601,7 +599,6 @@ SQUARE_ONLY = {"solve", "cholesky", "slogdet", "logdet", "eigh", "eigvalsh", "so
                "triangular_solve"}
 
 
-@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (0, 3, 3), (3, 0), (0, 3)])
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_empty_matrices_match_pytorch(name, shape):
@@ -612,7 +609,6 @@ def test_empty_matrices_match_pytorch(name, shape):
     compare(CALLS[name], [a], grad=name not in ("qr_r", "matrix_rank") and not refused)
 
 
-@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_half_precision_raises_pytorchs_error(name):
     errors = []

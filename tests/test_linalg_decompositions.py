@@ -494,6 +494,67 @@ def test_cholesky_inverse_errors_match_pytorch(make):
     assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
 
 
+# ---- LU: lu_factor, lu, lu_solve ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a", [SQUARE, TALL, WIDE], ids=["square", "tall", "wide"])
+def test_lu_factor_and_lu_match_pytorch(a, dtype):
+    """Packed factors, pivots, P, L, U (LAPACK's pivot rule) and, for square matrices, gradients."""
+    square = a.shape[-1] == a.shape[-2]
+    compare(lambda lib, x: tuple(lib.linalg.lu_factor(x)), [a.astype(dtype)], grad=square, **TOL[dtype])
+    compare(lambda lib, x: tuple(lib.linalg.lu(x)), [a.astype(dtype)], grad=square, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kwargs", [{}, {"adjoint": True}, {"left": False}, {"left": False, "adjoint": True}])
+def test_lu_solve_matches_pytorch(kwargs, dtype):
+    b = RHS if kwargs.get("left", True) else RHS.transpose(0, 2, 1)
+    _check(lambda lib, x, y: lib.linalg.lu_solve(*lib.linalg.lu_factor(x), y, **kwargs), [SQUARE, b], dtype)
+    _check(lambda lib, x, y: lib.linalg.lu_solve(*lib.linalg.lu_factor(x[0]), y, **kwargs), [SQUARE, b], dtype)
+
+
+def test_lu_gradients_match_finite_differences():
+    finite_difference_check(lambda x: sg.linalg.lu_factor(x).LU, [SQUARE])
+    finite_difference_check(lambda x: sg.linalg.lu(x).L * 2 + sg.linalg.lu(x).U, [SQUARE])
+    finite_difference_check(lambda x, b: sg.linalg.lu_solve(*sg.linalg.lu_factor(x), b, adjoint=True), [SQUARE, RHS])
+    finite_difference_check(lambda x, b: sg.linalg.lu_solve(*sg.linalg.lu_factor(x), b, left=False),
+                            [SQUARE, RHS.transpose(0, 2, 1)])
+
+
+def test_lu_of_a_non_square_matrix_refuses_its_gradient():
+    a = sg.tensor(TALL, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="square matrices only"):
+        sg.linalg.lu(a).U.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (2, 0, 3), (0, 3, 3)])
+def test_lu_of_empty_matrices_matches_pytorch(shape):
+    compare(lambda lib, x: tuple(lib.linalg.lu(x)), [np.zeros(shape)], grad=False)
+    compare(lambda lib, x: tuple(lib.linalg.lu_factor(x)), [np.zeros(shape)], grad=False)
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.linalg.lu_factor(lib.zeros(3, 3)),
+    lambda lib: lib.linalg.lu_factor(lib.stack([lib.eye(3), lib.zeros(3, 3)])),
+    lambda lib: lib.linalg.lu_factor(lib.tensor(1.0)),
+    lambda lib: lib.linalg.lu(lib.tensor(1.0)),
+    lambda lib: lib.linalg.lu_factor(lib.eye(3, dtype=lib.int64)),
+    lambda lib: lib.linalg.lu_factor(lib.eye(3, dtype=lib.float16)),
+    lambda lib: lib.linalg.lu_solve(lib.eye(3), lib.tensor([1, 2, 3], dtype=lib.int32), lib.ones(3)),
+    lambda lib: lib.linalg.lu_solve(lib.eye(3), lib.tensor([1, 2, 3]), lib.ones(3, 1)),
+    lambda lib: lib.linalg.lu_solve(lib.eye(3), lib.tensor([1, 2, 3], dtype=lib.int32), lib.ones(2, 1)),
+    lambda lib: lib.linalg.lu_solve(lib.ones(2, 3), lib.tensor([1, 2], dtype=lib.int32), lib.ones(2, 1)),
+])
+def test_lu_errors_match_pytorch(make):
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            make(lib)
+        errors.append(info.value)
+    assert str(errors[1]).replace("staticgrad.", "torch.") == str(errors[0])
+    assert type(errors[1]).__name__ == type(errors[0]).__name__
+
+
 # ---- errors -----------------------------------------------------------------------------------------
 
 SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
@@ -634,6 +695,8 @@ def test_half_precision_raises_pytorchs_error(name):
     lambda a: sg.linalg.pinv(a),
     lambda a: sg.linalg.lstsq(a, a).solution,
     lambda a: sg.cholesky_inverse(a),
+    lambda a: sg.linalg.lu_factor(a).LU,
+    lambda a: sg.linalg.lu_solve(*sg.linalg.lu_factor(a.detach()), a),
 ])
 def test_second_derivatives_are_refused(call):
     a = sg.tensor(SQUARE[0], requires_grad=True)
@@ -659,7 +722,8 @@ def _decompositions(m):
             + sg.linalg.pinv(m).sum() * sg.linalg.matrix_rank(m).sum()
             + sg.linalg.lstsq(m, spd).solution.sum() + sg.linalg.lstsq(m, spd, driver="gelsd").residuals.sum()
             + sg.linalg.cholesky_ex(spd).L.sum() + sg.linalg.inv_ex(m).inverse.sum()
-            + sg.linalg.solve_ex(m, spd).result.sum() + sg.cholesky_inverse(sg.linalg.cholesky(spd)).sum())
+            + sg.linalg.solve_ex(m, spd).result.sum() + sg.cholesky_inverse(sg.linalg.cholesky(spd)).sum()
+            + sg.linalg.lu_solve(*sg.linalg.lu_factor(m), spd).sum() + sg.linalg.lu(m).U.sum())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -378,11 +378,12 @@ def _linalg_decomposition_cases():
         yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
     yield Case("linalg.solve_triangular", lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=True), [X, Y])
     for name in ("cholesky", "slogdet", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank",
-                 "cholesky_ex", "inv_ex"):
+                 "cholesky_ex", "inv_ex", "lu_factor", "lu"):
         yield Case(f"linalg.{name}", lambda lib, a, n=name: getattr(lib.linalg, n)(a), [X])
     yield Case("linalg.solve", lambda lib, a, b: lib.linalg.solve(a, b), [X, Y])
     yield Case("linalg.solve_ex", lambda lib, a, b: lib.linalg.solve_ex(a, b), [X, Y])
     yield Case("linalg.lstsq", lambda lib, a, b: lib.linalg.lstsq(a, b), [X, Y])
+    yield Case("linalg.lu_solve", lambda lib, a, b: lib.linalg.lu_solve(a, b.int(), b), [X, Y])
 
 
 CASES += _linalg_decomposition_cases()

@@ -17,6 +17,8 @@ from staticgrad.ops import OPS
 CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
 InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
 SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
+LuFactorResult = namedtuple("linalg_lu_factor", ["LU", "pivots"])
+LuResult = namedtuple("linalg_lu", ["P", "L", "U"])
 SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 TorchSlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 QrResult = namedtuple("linalg_qr", ["Q", "R"])
@@ -401,6 +403,79 @@ def cholesky_inverse(L, upper=False, *, out=None):
         raise NotImplementedError(f'"cholesky_inverse_out_cpu" not implemented for \'{fn._scalar_type(L)}\'')
     _matrices(L, "cholesky_inverse")
     return dispatch(OPS["cholesky_inverse"], (L,), {"upper": bool(upper)})
+
+
+
+# ---- LU -----------------------------------------------------------------------------------------------
+
+def _lu_input(A, name: str) -> None:
+    fn.require_tensor(A, name)
+    if A._data.ndim < 2:
+        where = "staticgrad.lu_factor" if name == "linalg.lu_factor" else name
+        raise RuntimeError(f"{where}: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(A._data.shape)} instead")
+    if A._data.dtype.kind != "f" or _half(A):
+        raise NotImplementedError(f'"lu_cpu" not implemented for \'{fn._scalar_type(A)}\'')
+
+
+def _pivot_only(pivot) -> None:
+    if not pivot:
+        raise NotImplementedError("staticgrad's LU always pivots (pivot=False is for CUDA inputs in PyTorch)")
+
+
+def lu_factor(A, *, pivot=True, out=None):
+    """torch.linalg.lu_factor: the packed LU of A = P L U and getrf's 1-based int32 pivots; a zero on U's
+    diagonal raises, as in PyTorch."""
+    _no_out(out, "linalg.lu_factor")
+    _lu_input(A, "linalg.lu_factor")
+    _pivot_only(pivot)
+    lu, pivots = dispatch(OPS["linalg_lu_factor"], (A,), {})
+    k = min(A._data.shape[-2:])
+    diagonal = np.diagonal(lu._data, axis1=-2, axis2=-1).reshape(-1, k) if k else np.zeros((0, 0))
+    zero = np.argwhere(diagonal == 0)
+    if zero.size:
+        i = int(zero[0][1]) + 1
+        where = f"(Batch element {int(zero[0][0])}): " if A._data.ndim > 2 else ""
+        raise RuntimeError(f"staticgrad.linalg.lu_factor: {where}U[{i},{i}] is zero and using it on lu_solve would "
+                           "result in a division by zero. If you still want to perform the factorization, consider "
+                           "calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    return LuFactorResult(lu, pivots)
+
+
+def lu(A, *, pivot=True, out=None):
+    """torch.linalg.lu: P, L, U with A = P L U (P without a gradient, as in PyTorch)."""
+    _no_out(out, "linalg.lu")
+    _lu_input(A, "linalg.lu")
+    _pivot_only(pivot)
+    lower, upper, pivots = dispatch(OPS["linalg_lu"], (A,), {})
+    p = dispatch(OPS["lu_permutation_matrix"], (pivots,), {"m": A._data.shape[-2], "dtype": A._data.dtype})
+    return LuResult(p, lower, upper)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
+    """torch.linalg.lu_solve: X with A X = B (A^T X = B when adjoint; X A = B when left=False) from
+    lu_factor's LU and pivots."""
+    _no_out(out, "linalg.lu_solve")
+    fn.require_tensor(LU, "linalg.lu_solve")
+    fn.require_tensor(pivots, "linalg.lu_solve", "pivots", 2)
+    fn.require_tensor(B, "linalg.lu_solve", "B", 3)
+    if LU._data.ndim >= 2 and LU._data.shape[-1] != LU._data.shape[-2]:
+        rows, cols = LU._data.shape[-2:]
+        raise RuntimeError(f"staticgrad.linalg.lu_solve: A must be batches of square matrices, but they are {rows} "
+                           f"by {cols} matrices")
+    _matrices(LU, "linalg.lu_solve")
+    if B._data.ndim < 2:
+        raise RuntimeError("linalg.lu_solve: The input tensor B must have at least 2 dimensions.")
+    if pivots._data.dtype != np.int32:
+        raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type staticgrad.int32")
+    _same_dtype(LU, B, "linalg.lu_solve")
+    n = LU._data.shape[-1]
+    if (B._data.shape[-2] if left else B._data.shape[-1]) != n:
+        rows, cols = B._data.shape[-2:]
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation {eq} ({n}x{n} and "
+                           f"{rows}x{cols})")
+    return dispatch(OPS["linalg_lu_solve"], (LU, pivots, B), {"left": bool(left), "adjoint": bool(adjoint)})
 
 
 FUNCTIONS = {"slogdet": torch_slogdet, "logdet": logdet, "svd": torch_svd, "cholesky_solve": cholesky_solve,

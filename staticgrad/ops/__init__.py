@@ -71,6 +71,7 @@ from staticgrad.ops import (  # noqa: F401  (fill OPS)
     grid_sample_grad,
     group_norm,
     linalg_decomp,
+    linalg_lu,
     linalg_more,
     linalg_solvers,
     loss_margin,

@@ -158,6 +158,11 @@ from staticgrad._eager.counting_functions import (bincount, bucketize, histc, se
 from staticgrad._eager.linalg_more import (addbmm, addmv, addmv_, addr, baddbmm, block_diag, cross, det, diagflat,
                                            inner, inverse, kron, rot90, trace, vdot)
 from staticgrad._eager.indexing_more import argwhere, masked_scatter, take
+from staticgrad._eager.linalg_decomp import cholesky_inverse, cholesky_solve, logdet, pinverse, triangular_solve
+from staticgrad._eager.linalg_decomp import torch_cholesky as cholesky
+from staticgrad._eager.linalg_decomp import torch_qr as qr
+from staticgrad._eager.linalg_decomp import torch_slogdet as slogdet
+from staticgrad._eager.linalg_decomp import torch_svd as svd
 from staticgrad._eager.math_extra import frexp, gcd, gcd_, isin, lcm, lcm_, ldexp, ldexp_, logaddexp2, normal
 from staticgrad._eager.integrals import corrcoef, cov, cumulative_trapezoid, trapezoid, trapz
 

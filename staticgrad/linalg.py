@@ -1,17 +1,39 @@
-"""torch.linalg: cross (staticgrad._eager.linalg_more) and the vector norms: vector_norm, norm (a vector
-norm over one dim or all elements, the Frobenius norm over two dims) and matrix_norm("fro"); every norm
-is LinalgVectorNormBackward0. Norms that need a matrix decomposition (ord 2, "nuc", ...) are not built
-and say so."""
+"""torch.linalg: the solves and decompositions (staticgrad._eager.linalg_decomp); inv, det and cross
+(staticgrad._eager.linalg_more); the vector norms: vector_norm, norm (a vector norm over one dim or all
+elements, the Frobenius norm over two dims) and matrix_norm (every order, the spectral ones from svdvals)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from staticgrad._eager import composites as _composites
 from staticgrad._eager import functions as fn
 from staticgrad._eager import movement as _movement
+from staticgrad._eager.linalg_decomp import (  # noqa: F401
+    cholesky,
+    cholesky_ex,
+    eigh,
+    eigvalsh,
+    inv_ex,
+    lstsq,
+    lu,
+    lu_factor,
+    lu_solve,
+    matrix_rank,
+    pinv,
+    qr,
+    slogdet,
+    solve,
+    solve_ex,
+    solve_triangular,
+    svd,
+    svdvals,
+)
 from staticgrad._eager.linalg_more import linalg_cross as cross  # noqa: F401  (torch.linalg.cross)
 from staticgrad._eager.linalg_more import linalg_det as det  # noqa: F401  (torch.linalg.det)
 from staticgrad._eager.linalg_more import linalg_inv as inv  # noqa: F401  (torch.linalg.inv)
 from staticgrad._eager.math_functions import norm as _vector_norm
+from staticgrad._eager.tensor import _normalize_dim
 from staticgrad.errors import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
 
 
@@ -21,14 +43,47 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None):
-    """The Frobenius norm over the two ``dim`` (other matrix norms need decompositions: not built)."""
-    if ord != "fro":
-        raise NotImplementedError(f"staticgrad's linalg.matrix_norm supports ord='fro' only (got ord={ord!r}): "
-                                  "the other matrix norms need an SVD or eigenvalues, which staticgrad does not have")
+    """The matrix norm over the two ``dim``, composed as PyTorch composes it (so its nodes show): 'fro' a
+    vector norm; 'nuc', 2 and -2 the sum, largest or smallest singular value; 1 and inf (-1, -inf) the
+    largest (smallest) column or row sum of absolute values."""
     fn.require_tensor(A, "linalg.matrix_norm")
     if A.dim() < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
-    return _vector_norm(A, 2.0, tuple(dim), keepdim, dtype=dtype)
+    dim = tuple(dim)
+    if len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(str(d) for d in dim)}")
+    if ord == "fro":
+        return _vector_norm(A, 2.0, dim, keepdim, dtype=dtype)
+    inf = float("inf")
+    if ord not in ("nuc", 2, -2, 1, -1, inf, -inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    d0, d1 = (_normalize_dim(d, A.dim()) for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
+    if ord in (1, -1, inf, -inf):
+        if ord in (inf, -inf):
+            d0, d1 = d1, d0
+        if not keepdim and d0 < d1:
+            d1 -= 1
+        sums = _vector_norm(A, 1.0, (d0,), keepdim, dtype=dtype)
+        return (fn.amax if ord > 0 else fn.amin)(sums, d1, keepdim)
+    if A._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.matrix_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{fn._scalar_type(A)}")
+    if dtype is not None:
+        A = A.to(dtype)
+    if A._data.dtype == np.float16:
+        raise RuntimeError(f"linalg.matrix_norm: Low precision dtypes not supported. Got {fn._scalar_type(A)}")
+    order = [d for d in range(A.dim()) if d not in (d0, d1)] + [d0, d1]
+    values = svdvals(fn.permute(A, *order))
+    if ord == "nuc":
+        result = fn.sum(values, -1, keepdim)
+    else:
+        result = (fn.amax if ord == 2 else fn.amin)(values, -1, keepdim)
+    if not keepdim:
+        return result
+    inverse = [order.index(d) for d in range(A.dim())]
+    return fn.permute(fn.unsqueeze(result, -1), *inverse)
 
 
 def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None):

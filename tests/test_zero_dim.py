@@ -368,6 +368,27 @@ def _linalg_extra_cases():
 CASES += _linalg_extra_cases()
 
 
+def _linalg_decomposition_cases():
+    """The solves and decompositions raise PyTorch's error on a 0-dim tensor (they need matrices)."""
+    for name in ("slogdet", "logdet", "svd", "cholesky", "qr", "pinverse", "cholesky_inverse"):
+        yield Case(name, _call(name), [X])
+        yield Case(f"Tensor.{name}", _method(name), [X])
+    for name in ("cholesky_solve", "triangular_solve"):
+        yield Case(name, _call(name), [X, Y])
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a, n)(b), [X, Y])
+    yield Case("linalg.solve_triangular", lambda lib, a, b: lib.linalg.solve_triangular(a, b, upper=True), [X, Y])
+    for name in ("cholesky", "slogdet", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank",
+                 "cholesky_ex", "inv_ex", "lu_factor", "lu"):
+        yield Case(f"linalg.{name}", lambda lib, a, n=name: getattr(lib.linalg, n)(a), [X])
+    yield Case("linalg.solve", lambda lib, a, b: lib.linalg.solve(a, b), [X, Y])
+    yield Case("linalg.solve_ex", lambda lib, a, b: lib.linalg.solve_ex(a, b), [X, Y])
+    yield Case("linalg.lstsq", lambda lib, a, b: lib.linalg.lstsq(a, b), [X, Y])
+    yield Case("linalg.lu_solve", lambda lib, a, b: lib.linalg.lu_solve(a, b.int(), b), [X, Y])
+
+
+CASES += _linalg_decomposition_cases()
+
+
 def _sampling_cases():
     """Grid sampling, unpooling and alpha dropout on 0-dim tensors: PyTorch's errors (they need batched,
     spatial inputs); alpha dropout in eval returns its 0-dim input."""

@@ -32,6 +32,16 @@ def _spd(lib, a):
     return a @ a.mT + lib.eye(a.shape[-1], dtype=a.dtype)
 
 
+def _raised_in_both(make) -> list:
+    """[torch's exception, staticgrad's] from ``make(lib)``, which must raise in both."""
+    errors = []
+    for lib in (torch, sg):
+        with pytest.raises(Exception) as info:
+            make(lib)
+        errors.append(info.value)
+    return errors
+
+
 # ---- solve ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -394,11 +404,7 @@ def test_older_names_match_pytorch(call, dtype):
     lambda lib: lib.pinverse(lib.tensor(1.0)),
 ])
 def test_older_names_raise_pytorchs_errors(make):
-    errors = []
-    for lib in (torch, sg):
-        with pytest.raises(Exception) as info:
-            make(lib)
-        errors.append(info.value)
+    errors = _raised_in_both(make)
     assert str(errors[1]) == str(errors[0])
     assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
 
@@ -451,11 +457,7 @@ def test_ex_forms_report_pytorchs_info_and_nan_for_a_failing_matrix(call, a):
     lambda lib, a, b: lib.linalg.solve_ex(lib.ones(2, 3), lib.ones(2)),
 ])
 def test_ex_forms_with_check_errors_raise_pytorchs_errors(make):
-    errors = []
-    for lib in (torch, sg):
-        with pytest.raises(Exception) as info:
-            make(lib, lib.tensor(NOT_PD), lib.tensor(SINGULAR_BATCH))
-        errors.append(info.value)
+    errors = _raised_in_both(lambda lib: make(lib, lib.tensor(NOT_PD), lib.tensor(SINGULAR_BATCH)))
     assert str(errors[1]).replace("staticgrad.", "torch.") == str(errors[0])
     assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
 
@@ -485,11 +487,7 @@ def test_cholesky_inverse_gradient_matches_finite_differences():
     lambda lib: lib.cholesky_inverse(lib.stack([lib.eye(3), lib.zeros(3, 3)])),
 ])
 def test_cholesky_inverse_errors_match_pytorch(make):
-    errors = []
-    for lib in (torch, sg):
-        with pytest.raises(Exception) as info:
-            make(lib)
-        errors.append(info.value)
+    errors = _raised_in_both(make)
     assert str(errors[1]) == str(errors[0])
     assert isinstance(errors[1], sg.linalg.LinAlgError) == isinstance(errors[0], torch.linalg.LinAlgError)
 
@@ -546,11 +544,7 @@ def test_lu_of_empty_matrices_matches_pytorch(shape):
     lambda lib: lib.linalg.lu_solve(lib.ones(2, 3), lib.tensor([1, 2], dtype=lib.int32), lib.ones(2, 1)),
 ])
 def test_lu_errors_match_pytorch(make):
-    errors = []
-    for lib in (torch, sg):
-        with pytest.raises(Exception) as info:
-            make(lib)
-        errors.append(info.value)
+    errors = _raised_in_both(make)
     assert str(errors[1]).replace("staticgrad.", "torch.") == str(errors[0])
     assert type(errors[1]).__name__ == type(errors[0]).__name__
 
@@ -620,11 +614,7 @@ SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
 ])
 def test_errors_match_pytorch(make):
     """Same message and type: LinAlgError (a RuntimeError) where PyTorch raises torch.linalg.LinAlgError."""
-    errors = []
-    for lib in (torch, sg):
-        with pytest.raises(Exception) as info:
-            make(lib)
-        errors.append(info.value)
+    errors = _raised_in_both(make)
     expected, got = errors
     assert str(got).replace("staticgrad.", "torch.") == str(expected)
     if isinstance(expected, torch.linalg.LinAlgError):
@@ -672,11 +662,7 @@ def test_empty_matrices_match_pytorch(name, shape):
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_half_precision_raises_pytorchs_error(name):
-    errors = []
-    for lib in (torch, sg):
-        with pytest.raises(Exception) as info:
-            CALLS[name](lib, lib.eye(3, dtype=lib.float16))
-        errors.append(info.value)
+    errors = _raised_in_both(lambda lib: CALLS[name](lib, lib.eye(3, dtype=lib.float16)))
     assert type(errors[1]) is type(errors[0]) and str(errors[1]) == str(errors[0])
 
 

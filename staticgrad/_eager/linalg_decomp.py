@@ -73,11 +73,20 @@ def _solve_args(A, B, left) -> bool:
     n = A._data.shape[-1]
     vector = B._data.ndim == 1 or (B._data.ndim == A._data.ndim - 1 and B.shape == A.shape[:-1])
     b_shape = (B._data.shape[-1] if vector else B._data.shape[-2], 1 if vector else B._data.shape[-1])
-    if (b_shape[0] if left else b_shape[1]) != n:
-        eq = "AX = B" if left else "XA = B"
-        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {eq} ({n}x{n} and "
-                           f"{b_shape[0]}x{b_shape[1]})")
+    _check_b_size("linalg.solve", n, *b_shape, left)
     return vector
+
+
+def _check_b_size(name: str, n: int, rows: int, cols: int, left: bool) -> None:
+    """PyTorch's error when B's rows (AX = B) or columns (XA = B) are not A's size n."""
+    if (rows if left else cols) != n:
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation {eq} ({n}x{n} and {rows}x{cols})")
+
+
+def _b_matrix(B, name: str) -> None:
+    if B._data.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
 
 
 def solve(A, B, *, left=True, out=None):
@@ -229,14 +238,8 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     fn.require_tensor(B, "linalg.solve_triangular", "B", 2)
     _float_kernel(A, "triangular_solve")
     _matrices(A, "linalg.solve_triangular", kernel="triangular_solve")
-    if B._data.ndim < 2:
-        raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 dimensions.")
-    n = A._data.shape[-1]
-    if (B._data.shape[-2] if left else B._data.shape[-1]) != n:
-        rows, cols = B._data.shape[-2:]
-        eq = "AX = B" if left else "XA = B"
-        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation {eq} "
-                           f"({n}x{n} and {rows}x{cols})")
+    _b_matrix(B, "linalg.solve_triangular")
+    _check_b_size("linalg.solve_triangular", A._data.shape[-1], *B._data.shape[-2:], left)
     return dispatch(OPS["linalg_solve_triangular"], (A, B),
                     {"upper": bool(upper), "left": bool(left), "unitriangular": bool(unitriangular)})
 
@@ -464,17 +467,11 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
         raise RuntimeError(f"staticgrad.linalg.lu_solve: A must be batches of square matrices, but they are {rows} "
                            f"by {cols} matrices")
     _matrices(LU, "linalg.lu_solve")
-    if B._data.ndim < 2:
-        raise RuntimeError("linalg.lu_solve: The input tensor B must have at least 2 dimensions.")
+    _b_matrix(B, "linalg.lu_solve")
     if pivots._data.dtype != np.int32:
         raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type staticgrad.int32")
     _same_dtype(LU, B, "linalg.lu_solve")
-    n = LU._data.shape[-1]
-    if (B._data.shape[-2] if left else B._data.shape[-1]) != n:
-        rows, cols = B._data.shape[-2:]
-        eq = "AX = B" if left else "XA = B"
-        raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation {eq} ({n}x{n} and "
-                           f"{rows}x{cols})")
+    _check_b_size("linalg.lu_solve", LU._data.shape[-1], *B._data.shape[-2:], left)
     return dispatch(OPS["linalg_lu_solve"], (LU, pivots, B), {"left": bool(left), "adjoint": bool(adjoint)})
 
 

@@ -263,8 +263,7 @@ def split(joint: Graph, trace: BackwardTrace, n_inputs: int, captured_sources: l
     layout = Layout(saved_results=[forward_results.index(v) for v in saved],
                     arg_inputs=[args.index(v) for v in arg_reads],
                     captured=[joint.captured.index(v) for v in captured_reads], saved_owners=owners,
-                    output_owners=output_owners, recomputed=recomputed, partition=partition,
-                    running_sums=running_sums(backward_ops, trace.grads, trace.gradient_sums))
+                    output_owners=output_owners, recomputed=recomputed, partition=partition)
     return forward, backward, layout
 
 
@@ -447,9 +446,6 @@ class Layout:
     saved_owners: list    # per saved value: ("input", k), ("captured", i), ("output", j) or None
     output_owners: list   # per differentiable output: whose view it is, in the same form
     recomputed: list = field(default_factory=list)   # forward ops the backward runs again (not saved)
-    # (wrt index, the first addition of its gradient's running sum), for gradients the engine
-    # summed over several uses inside the call (an RNN's weights over its steps)
-    running_sums: list = field(default_factory=list)
     partition: str = "auto"
 
 

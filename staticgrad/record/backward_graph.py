@@ -189,10 +189,8 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
             attrs_key = tuple([_value_key(v) for v in scalars]) if scalars else ()
         else:
             attrs_key = tuple([(name, _value_key(v)) for name, v in attrs.items()]) if attrs else ()
-            if compiled is None and op is not None:   # a compiled node a double backward rewired keeps the plans
-                owner = getattr(op.backward, "__self__", None)
-                if owner is not None and op is getattr(owner, "pass_on", None):
-                    compiled = owner
+            if compiled is None and kind is PassOn:   # a compiled node a double backward rewired keeps the plans
+                compiled = op.backward.__self__
         if recording:
             ops.append(op)
         if planned:   # its inputs' shapes and dtypes and its outputs' count are its plan's too

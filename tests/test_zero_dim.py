@@ -124,6 +124,8 @@ def _shape_cases():
     yield Case("Tensor.expand", _method("expand", 3), [X])
     yield Case("Tensor.expand", _method("expand", ()), [X])
     yield Case("Tensor.expand_as", lambda lib, a, b: a.expand_as(b), [X, np.ones(3)])
+    yield Case("Tensor.sum_to_size", _method("sum_to_size", ()), [X])
+    yield Case("Tensor.sum_to_size", _method("sum_to_size", 1), [X])
     yield Case("t", lambda lib, a: lib.t(a), [X])
     yield Case("Tensor.t", _method("t"), [X])
     yield Case("Tensor.T", lambda lib, a: a.T, [X])

@@ -779,6 +779,25 @@ def expand(input, *sizes):
     return dispatch(_op("expand"), (input,), {"shape": tuple(target)})
 
 
+def sum_to_size(input, *size):
+    """Sum ``input`` down to ``size`` (a shape it expands to): the input itself when it already has
+    that shape, else a keepdim sum over the broadcast dims (SumBackward1), viewed to ``size`` when
+    ``size`` has fewer dims (ViewBackward0), as PyTorch builds it."""
+    require_tensor(input, "sum_to_size")
+    size = tuple(shape_argument(size))
+    shape = input._data.shape
+    lead = len(shape) - len(size)
+    if lead < 0 or any(s != n and s != 1 for s, n in zip(size, shape[lead:])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
+    if not size:   # a 0-dim target is a whole sum, even of a 0-dim input
+        return sum(input)
+    if size == shape:
+        return input
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1]
+    total = sum(input, dims, keepdim=True) if dims else input
+    return total.view(size) if lead else total
+
+
 def expand_as(input, other):
     require_tensor(other, "expand_as", "other", 1)  # a method only: self is position 0
     return expand(input, other._data.shape)

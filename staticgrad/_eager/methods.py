@@ -111,7 +111,8 @@ METHODS = {
     # shape
     "view": _view, "reshape": _reshape, "flatten": fn.flatten, "transpose": fn.transpose, "swapaxes": fn.transpose,
     "t": fn.t, "permute": _permute, "unsqueeze": fn.unsqueeze, "squeeze": fn.squeeze, "expand": _expand,
-    "expand_as": fn.expand_as, "split": fn.split, "chunk": fn.chunk, "narrow": fn.narrow, "unbind": fn.unbind,
+    "expand_as": fn.expand_as, "sum_to_size": fn.sum_to_size,
+    "split": fn.split, "chunk": fn.chunk, "narrow": fn.narrow, "unbind": fn.unbind,
     "view_as": lambda self, other: fn.view(self, other._data.shape),
     "reshape_as": lambda self, other: fn.reshape(self, other._data.shape),
     # copies and types

@@ -96,6 +96,8 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
     used_forwards = sorted({step.op for step in program.steps if step.mode != KERNEL})
     for op in used_forwards:
         head.append(f"    f_{op} = forwards[{op!r}]")
+    hoisted = _static_views(program, name)
+    head += _hoisted_lines(program, hoisted, name, shapes)
 
     body = ["    def replay(inputs, captured, scalars, recycled):"]
     reading = ["        _tick(_clock())"] if timed else []
@@ -135,7 +137,12 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
     for i, step in enumerate(program.steps):
         body += allocations.pop(i, [])
         line = kernel_lines.get(i)
-        body.append("        " + (line if line is not None else _statement(step, name, shapes)))
+        if line is None:
+            line = _statement(step, name, shapes)
+            if i in hoisted:   # made once per arena in build; made here only if that gave a copy
+                out = name(step.outputs[0])
+                line = f"{out} = _h{step.outputs[0]} if _h{step.outputs[0]} is not None else {line[len(out) + 3:]}"
+        body.append("        " + line)
         if i in drops:
             body.append(f"        del {', '.join(drops[i])}")
         body += reading
@@ -154,6 +161,48 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
         results.append(f"{name(slot)}.copy(order='K')" if copied else name(slot))
     body.append(f"        return [{', '.join(results)}]")
     return "\n".join(head + body + ["    return replay", ""])
+
+
+def _static_views(program: Program, name) -> set:
+    """Indices of the view steps whose value is the same on every call: views (without scalars read
+    per call) of arena buffers, constants and such views. Their build makes them once per arena,
+    instead of each call making them again (a reshape, a transpose, a slice: about a microsecond
+    each). Never a result or a value written back (those keep the call's own)."""
+    kept = set(program.result_slots) | {s for pair in program.writebacks for s in pair}
+    static = set()
+    hoisted = set()
+    for i, step in enumerate(program.steps):
+        # an arena buffer (or a value written into one in place), a constant
+        static.update(s for s in step.inputs if name(s)[0] in "bk")
+        if (step.mode == VIEW and not step.dynamic and len(step.outputs) == 1 and step.outputs[0] not in kept
+                and step.inputs and all(s in static for s in step.inputs)):
+            hoisted.add(i)
+            static.add(step.outputs[0])
+    return hoisted
+
+
+def _hoisted_lines(program: Program, hoisted: set, name, shapes) -> list:
+    """The build's lines making the hoisted views, as ``_h<slot>``. A view op may hand back a copy
+    (a reshape the layout does not allow as a view): then ``_h<slot>`` is None, and the replay makes
+    that value, and every view of it, on each call as before."""
+    made = {program.steps[i].outputs[0] for i in hoisted}
+
+    def build_name(slot):
+        return f"_h{slot}" if slot in made else name(slot)
+
+    lines = []
+    for i in sorted(hoisted):
+        step = program.steps[i]
+        out = build_name(step.outputs[0])
+        statement = _statement(step, build_name, shapes)
+        first = build_name(step.inputs[0])
+        missing = [build_name(s) for s in step.inputs if s in made]
+        expression = statement[len(out) + 3:]
+        if missing:
+            expression = f"None if {' is None or '.join(missing)} is None else {expression}"
+        lines.append(f"    {out} = {expression}")
+        lines.append(f"    if {out} is not None and not np.may_share_memory({out}, {first}): {out} = None")
+    return lines
 
 
 def _drops(program: Program, name) -> dict:

@@ -111,8 +111,14 @@ def _expand_error(shapes, attrs, exc):
         f"Tensor sizes: {src}")
 
 
+def _sum_to(F, g, sizes: tuple):
+    """expand's gradient: g summed to the input's sizes, or g itself where the expand kept the shape
+    (no node and no copy, as PyTorch's sum_to: a -0.0 stays -0.0)."""
+    return g if tuple(g.shape) == sizes else F.sum_to_size(g, shape=sizes)
+
+
 register(OpDef("expand", lambda a, out=None, shape=(): np.broadcast_to(a, shape), "view", "ExpandBackward0",
-               lambda F, g, s, at, need: (F.sum_to_size(g, shape=tuple(s["self_sym_sizes"])),),
+               lambda F, g, s, at, need: (_sum_to(F, g, tuple(s["self_sym_sizes"])),),
                (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_expand_error))
 
 register(OpDef("unsqueeze", lambda a, out=None, dim=0: np.expand_dims(a, dim), "view", "UnsqueezeBackward0",

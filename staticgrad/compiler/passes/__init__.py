@@ -17,7 +17,7 @@ PIPELINE = [
     (fold_constants, "evaluate ops whose inputs are all constants (gradient seeds, factories) once"),
     (overlap_gradient_buckets, "start each gradient bucket's all-reduce as soon as backward has produced it"),
     (eliminate_common_subexpressions, "reuse the result of an identical earlier op"),
-    (simplify, "drop double transposes"),
+    (simplify, "drop double transposes and expands to the shape a value has"),
     (eliminate_dead_code, "drop ops whose results nothing reads (unused gradients and values)"),
     (split_matmul_epilogues, "split addmm into mm and a bias add that can join a fused kernel"),
     (gather_scalar_chains, "compute each family of identical 0-dim op chains (an optimizer's bias corrections, one "

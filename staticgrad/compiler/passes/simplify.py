@@ -2,6 +2,8 @@
 
 - t(t(x)) -> x, and transpose(transpose(x, a, b), a, b) -> x (a view of a view with the same
   strides as x, so every op reading it sees the same memory order).
+- expand(x) to x's own shape -> x (a batched matmul expands both operands, mostly to the shapes
+  they have): the same memory, the same strides.
 
 Never a rewrite that changes a matmul's operands or their layout (``clone(t(mm(a, b)))`` into
 ``mm(t(b), t(a))``, say): the BLAS adds the products in another order for another layout, and
@@ -33,17 +35,27 @@ def _double_transpose(op, inner):
 RULES = (_double_t, _double_transpose)
 
 
+def _same_shape_expand(op, values):
+    """expand(x) with x's shape -> x."""
+    if op.op != "expand" or values[op.inputs[0]].shape != values[op.outputs[0]].shape:
+        return None
+    return op.inputs[0]
+
+
 def simplify(graph: Graph) -> tuple:
     producer = {}
     rename = {}
     ops = []
     changed = False
+    kept = graph.live_roots()   # a result or written-back value stays a value of its own
     for op in graph.ops:
         inputs = tuple(rename.get(v, v) for v in op.inputs)
         if inputs != op.inputs:
             op = replace(op, inputs=inputs)
         inner = producer.get(op.inputs[0]) if op.inputs else None
         same = next((v for rule in RULES if (v := rule(op, inner)) is not None), None) if inner is not None else None
+        if same is None and op.outputs[0] not in kept:
+            same = _same_shape_expand(op, graph.values)
         if same is not None:
             rename[op.outputs[0]] = same
             changed = True

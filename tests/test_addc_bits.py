@@ -82,4 +82,4 @@ def test_addcmul_replays_its_eager_bits(value):
         return rng.uniform(-2, 2, size=(4, 6)), rng.uniform(-2, 2, size=(4, 6))
 
     plan = replay_matches_eager(op, inputs, np.float32)
-    assert "addcmul" in unfused_ops(plan)   # a Numba loop of its own: fused kernels have no FMA
+    assert "addcmul" not in unfused_ops(plan)   # joins the fused kernel, as fma(value * t1, t2, self)

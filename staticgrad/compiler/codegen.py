@@ -303,6 +303,8 @@ Its loop_<hash> functions run from modules staticgrad_loop_<hash>, shared with o
 import numpy as np
 from numba import njit
 
+from staticgrad.ops.loops import fused_multiply_add as fma
+
 sqrt = np.sqrt
 '''
 

@@ -24,9 +24,8 @@ RADIANS_TO_DEGREES = 180.0 / math.pi
 # ---- addcmul / addcdiv: self + value * t1 (* or /) t2, the value in the tensors' dtype --------------
 #
 # PyTorch's CPU loops round value * t1 first; addcmul then adds self and the product with t2 as one
-# fused multiply-add (rounded once: a Numba loop, as NumPy has no FMA, so addcmul does not join fused
-# kernels, whose expressions are NumPy's operations); addcdiv divides by t2, then adds self. float16
-# works in float32 and is rounded once at the end.
+# fused multiply-add (rounded once: a Numba loop, as NumPy has no FMA, and ``fma`` in fused kernels);
+# addcdiv divides by t2, then adds self. float16 works in float32 and is rounded once at the end.
 
 def _addcmul(a, b, c, out=None, value=1):
     if np.result_type(a, b, c).kind != "f":   # integers are exact either way; complex has no FMA here
@@ -67,7 +66,7 @@ def _addcdiv_backward(F, g, s, at, need):
 
 register(OpDef("addcmul", _addcmul, "elementwise", "AddcmulBackward0", _addcmul_backward,
                (Save("value", "attr:value", freed=False), Save("tensor1", 1, when=(2,)), Save("tensor2", 2, when=(1,))),
-               "promote", None, broadcast_error))
+               "promote", lambda x, at: f"fma(({lit(at['value'])} * {x[1]}), {x[2]}, {x[0]})", broadcast_error))
 register(OpDef("addcdiv", _addcdiv, "elementwise", "AddcdivBackward0", _addcdiv_backward,
                (Save("value", "attr:value", freed=False), Save("tensor1", 1, when=(2,)),
                 Save("tensor2", 2, when=(1, 2))),

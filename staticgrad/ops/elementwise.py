@@ -97,14 +97,43 @@ def _unary(name, forward, node_name, backward, saves=(), expr=None, dtype_rule="
 
 def _add(a, b, out=None, alpha=1):
     if alpha != 1:
-        b = np.multiply(b, alpha)
+        return _scaled_add(a, b, alpha, out)
     return np.add(a, b, out=out)
 
 
 def _sub(a, b, out=None, alpha=1):
     if alpha != 1:
-        b = np.multiply(b, alpha)
+        return _scaled_add(a, b, -alpha, out)
     return np.subtract(a, b, out=out)
+
+
+def _scaled_add(a, b, alpha, out):
+    """a + alpha * b for add and sub with an alpha: in float32 and float64 one fused multiply-add per
+    element, rounded once, as PyTorch computes it; integers exactly, and float16 in its own steps."""
+    if np.result_type(a, b).kind != "f" or np.result_type(a, b) == np.float16:
+        return np.add(a, np.multiply(b, alpha), out=out)   # float16: PyTorch's half loops round otherwise
+    (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
+    if (out is not None and out.dtype == work and out.flags.c_contiguous and out.shape == shape
+            and all(_same_or_apart(out, x) for x in (a, b))):
+        flat = out.reshape(-1)   # in place (p.add_(d, alpha=-lr)): each element is read, then written
+    else:
+        flat = np.empty(flat_a.size, work)
+    jit_loops().scaled_add_array(flat_a, flat_b, work.type(alpha), flat)
+    return loop_result(flat, shape, dtype, out)
+
+
+def _same_or_apart(out, x) -> bool:
+    """x is out's very memory and layout, or shares none of it: a loop writing out element by
+    element then never overwrites an element of x before reading it."""
+    if not np.may_share_memory(out, x):
+        return True
+    return (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
+            and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
+
+
+def _negated(alpha) -> str:
+    """-alpha inside a fused kernel (a number, or a scalar read at replay time): negation is exact."""
+    return lit(-alpha) if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else f"(-{lit(alpha)})"
 
 
 def _scaled(F, grad, factor):
@@ -114,12 +143,13 @@ def _scaled(F, grad, factor):
 _binary("add", _add, "AddBackward0",
         lambda F, g, s, at, need: (g, _scaled(F, g, at.get("alpha", 1))),
         (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({x[0]} + {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} + ({x[1]} * {lit(at['alpha'])}))")
+        lambda x, at: f"({x[0]} + {x[1]})" if at.get("alpha", 1) == 1 else f"fma({x[1]}, {lit(at['alpha'])}, {x[0]})")
 
 _binary("sub", _sub, "SubBackward0",
         lambda F, g, s, at, need: (g, _scaled(F, g, -at.get("alpha", 1))),
         (Save("alpha", "attr:alpha", freed=False),),
-        lambda x, at: f"({x[0]} - {x[1]})" if at.get("alpha", 1) == 1 else f"({x[0]} - ({x[1]} * {lit(at['alpha'])}))")
+        lambda x, at: (f"({x[0]} - {x[1]})" if at.get("alpha", 1) == 1
+                       else f"fma({x[1]}, {_negated(at['alpha'])}, {x[0]})"))
 
 _binary("mul", lambda a, b, out=None: np.multiply(a, b, out=out), "MulBackward0",
         lambda F, g, s, at, need: (g * s["other"] if need[0] else None, g * s["self"] if need[1] else None),
@@ -511,10 +541,9 @@ def _scalar_emit(ufunc: str, expression):
 
 def _alpha_emit(ufunc: str):
     def emit(ins, out, at, shapes):
-        alpha = at.get("alpha", 1)
-        if alpha == 1:
+        if at.get("alpha", 1) == 1:
             return f"np.{ufunc}({ins[0]}, {ins[1]}, out={out})"
-        return f"np.{ufunc}({ins[0]}, np.multiply({ins[1]}, {alpha!r}), out={out})"
+        return None   # the op's forward: its fused multiply-add
     return emit
 
 

@@ -106,6 +106,39 @@ def addcmul_array(a, t1, t2, value, out):
         out[i] = fused_multiply_add(value * t1[i], t2[i], a[i])
 
 
+@_jit
+def lerp_scalar_array(a, b, weight, one_minus_weight, small, out):
+    """out = lerp(a, b, weight) as PyTorch rounds it, d = b - a: fma(weight, d, a) for a small
+    weight (|weight| < 0.5), else fma(-d, 1 - weight, b); flat arrays of one dtype."""
+    for i in range(out.size):
+        d = b[i] - a[i]
+        if small:
+            out[i] = fused_multiply_add(weight, d, a[i])
+        else:
+            out[i] = fused_multiply_add(-d, one_minus_weight, b[i])
+
+
+@_jit
+def lerp_array(a, b, w, one, half, out):
+    """lerp_scalar_array's rule with a weight per element (one and half: 1 and 0.5 in the dtype)."""
+    for i in range(out.size):
+        d = b[i] - a[i]
+        weight = w[i]
+        if abs(weight) < half:
+            out[i] = fused_multiply_add(weight, d, a[i])
+        else:
+            out[i] = fused_multiply_add(-d, one - weight, b[i])
+
+
+@_jit
+def scaled_add_array(a, b, alpha, out):
+    """out = fma(b, alpha, a) elementwise: a + alpha * b rounded once, as PyTorch's add and sub with
+    an alpha compute it (an explicit multiply-add in its vector loops); flat arrays of one dtype,
+    alpha of that dtype. out may be a itself (each element is read before it is written)."""
+    for i in range(out.size):
+        out[i] = fused_multiply_add(b[i], alpha, a[i])
+
+
 # ---- GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)) -------------------------------------------------
 #
 # Constants come in as arguments of the arrays' dtype (T(c), NumPy's weak-scalar rule), so one

@@ -205,20 +205,23 @@ register(OpDef("logaddexp", _logaddexp, "elementwise", "LogaddexpBackward0", _lo
 # ---- lerp: start + weight * (end - start), in PyTorch's two forms by the weight's size ---------------
 
 def _lerp_scalar(a, b, out=None, weight=0.5):
-    T = a.dtype.type
-    diff = np.subtract(b, a)
-    if abs(weight) < 0.5:
-        return np.add(a, np.multiply(T(weight), diff), out=out)
-    return np.subtract(b, np.multiply(diff, T(1.0) - T(weight)), out=out)
+    """PyTorch's rounding: one fused multiply-add per element (see loops.lerp_scalar_array)."""
+    (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
+    flat = loop_output(flat_a.size, work, out, (a, b))
+    T = work.type
+    jit_loops().lerp_scalar_array(flat_a, flat_b, T(weight), T(1.0) - T(weight), bool(abs(weight) < 0.5), flat)
+    return loop_result(flat, shape, dtype, out)
 
 
 def _lerp_scalar_expr(x, at):
     weight = at["weight"]
-    if not isinstance(weight, (int, float)):
-        return None  # a weight read at replay time picks its branch there
+    if not isinstance(weight, (int, float)):   # read at replay time: the branch is taken in the kernel
+        w = lit(weight)
+        return (f"(fma({w}, ({x[1]} - {x[0]}), {x[0]}) if abs({w}) < T(0.5) "
+                f"else fma(-({x[1]} - {x[0]}), (T(1.0) - {w}), {x[1]}))")
     if abs(weight) < 0.5:
-        return f"({x[0]} + ({lit(weight)} * ({x[1]} - {x[0]})))"
-    return f"({x[1]} - (({x[1]} - {x[0]}) * (T(1.0) - {lit(weight)})))"
+        return f"fma({lit(weight)}, ({x[1]} - {x[0]}), {x[0]})"
+    return f"fma(-({x[1]} - {x[0]}), (T(1.0) - {lit(weight)}), {x[1]})"
 
 
 register(OpDef("lerp_scalar_weight", _lerp_scalar, "elementwise", "LerpBackward0",
@@ -228,10 +231,11 @@ register(OpDef("lerp_scalar_weight", _lerp_scalar, "elementwise", "LerpBackward0
 
 
 def _lerp(a, b, w, out=None):
-    diff = np.subtract(b, a)
-    small = np.add(a, np.multiply(w, diff))
-    large = np.subtract(b, np.multiply(diff, np.subtract(1, w)))
-    return into(np.where(np.abs(w) < 0.5, small, large), out)
+    """lerp with a weight tensor, each element rounded as loops.lerp_array says."""
+    (flat_a, flat_b, flat_w), shape, dtype, work = loop_operands(a, b, w)
+    flat = loop_output(flat_a.size, work, out, (a, b, w))
+    jit_loops().lerp_array(flat_a, flat_b, flat_w, work.type(1.0), work.type(0.5), flat)
+    return loop_result(flat, shape, dtype, out)
 
 
 def _lerp_backward(F, g, s, at, need):
@@ -243,8 +247,8 @@ def _lerp_backward(F, g, s, at, need):
 
 register(OpDef("lerp", _lerp, "elementwise", "LerpBackward1", _lerp_backward,
                (Save("weight", 2, when=(0, 1)), Save("self", 0, when=(2,)), Save("end", 1, when=(2,))), "same",
-               lambda x, at: (f"(({x[0]} + ({x[2]} * ({x[1]} - {x[0]}))) if abs({x[2]}) < T(0.5) "
-                              f"else ({x[1]} - (({x[1]} - {x[0]}) * (T(1.0) - {x[2]}))))"),
+               lambda x, at: (f"(fma({x[2]}, ({x[1]} - {x[0]}), {x[0]}) if abs({x[2]}) < T(0.5) "
+                              f"else fma(-({x[1]} - {x[0]}), (T(1.0) - {x[2]}), {x[1]}))"),
                broadcast_error))
 
 

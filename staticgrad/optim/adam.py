@@ -81,8 +81,8 @@ class Adam(Optimizer):
                 else:
                     grad = grad.add(p, alpha=weight_decay)
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            exp_avg.add_((grad - exp_avg) * (1 - beta1))  # lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)  # addcmul_(grad, grad, value=1 - beta2)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             if untraced:
                 make = Tensor._make
                 negative_step_size, bias_correction2_sqrt = (make(c, False, None) for c in

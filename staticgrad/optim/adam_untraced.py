@@ -88,7 +88,7 @@ def _constants(count: np.ndarray, dtype: np.dtype, group: dict, numbers: tuple) 
     decay = 1 - lr * weight_decay if group["decoupled_weight_decay"] else weight_decay
     quiet = silence()
     try:
-        return np.array([decay, 1 - beta1, beta2, 1 - beta2, negative_step_size, bias_correction2_sqrt, eps],
+        return np.array([decay, 1 - beta1, beta2, 1 - beta2, negative_step_size, bias_correction2_sqrt, eps, 1.0, 0.5],
                         dtype=dtype)
     finally:
         restore(quiet)

@@ -48,20 +48,20 @@ class RMSprop(Optimizer):
             if group["weight_decay"] != 0:
                 grad = grad.add(p, alpha=weight_decay)
             square_avg = state["square_avg"]
-            square_avg.mul_(alpha).add_(grad * (1 - alpha) * grad)  # addcmul_(grad, grad, value=1 - alpha)
+            square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
             if group["centered"]:
                 grad_avg = state["grad_avg"]
-                grad_avg.add_((grad - grad_avg) * (1 - alpha))  # lerp_(grad, 1 - alpha)
-                avg = (square_avg + grad_avg * -1 * grad_avg).sqrt_()  # addcmul(grad_avg, grad_avg, value=-1)
+                grad_avg.lerp_(grad, 1 - alpha)
+                avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
             else:
                 avg = square_avg.sqrt()
             avg = avg.add_(eps)
             if group["momentum"] > 0:
                 buf = state["momentum_buffer"]
-                buf.mul_(momentum).add_(grad / avg)  # addcdiv_(grad, avg)
+                buf.mul_(momentum).addcdiv_(grad, avg)
                 p.add_(buf, alpha=-lr)
             else:
-                p.add_(grad * -lr / avg)  # addcdiv_(grad, avg, value=-lr)
+                p.addcdiv_(grad, avg, value=-lr)
 
 
 class Adagrad(Optimizer):
@@ -98,7 +98,7 @@ class Adagrad(Optimizer):
             if group["weight_decay"] != 0:
                 grad = grad.add(p, alpha=weight_decay)
             clr = lr / (1 + (step - 1) * lr_decay)
-            state["sum"].add_(grad * 1 * grad)  # addcmul_(grad, grad, value=1)
+            state["sum"].addcmul_(grad, grad, value=1)
             std = state["sum"].sqrt().add_(eps)
             p.add_(grad * -clr / std)  # addcdiv_(grad, std, value=-clr)
 
@@ -134,9 +134,9 @@ class Adadelta(Optimizer):
             if group["weight_decay"] != 0:
                 grad = grad.add(p, alpha=weight_decay)
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-            square_avg.mul_(rho).add_(grad * (1 - rho) * grad)  # addcmul_(grad, grad, value=1 - rho)
+            square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
             std = square_avg.add(eps).sqrt_()
             delta = acc_delta.add(eps).sqrt_()
             delta.div_(std).mul_(grad)
-            acc_delta.mul_(rho).add_(delta * (1 - rho) * delta)  # addcmul_(delta, delta, value=1 - rho)
+            acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
             p.add_(delta, alpha=-lr)

@@ -74,6 +74,8 @@ def _chainable(op: Op, graph: Graph) -> bool:
             return False
     if op.op in ("to_dtype", "rpow_scalar", "pow_scalar"):
         return True
+    if op.op in ("add", "sub") and op.attr_dict.get("alpha", 1) != 1:
+        return False   # a fused multiply-add, which NumPy scalars have not
     return op.opdef.scalar_expr is not None and _has_expression(op)
 
 

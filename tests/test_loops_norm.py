@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import staticgrad as sg
-from staticgrad.ops import OPS
+from staticgrad.ops import OPS, jit_loops
 from tests.oracle import compare, finite_difference_check, torch
 from tests.test_loops import _assert_replays_eager
 
@@ -49,6 +49,26 @@ def test_softmax_special_rows_match_torch(name):
         expected = getattr(torch, name)(torch.tensor(x.astype(dtype)), -1).numpy()
         np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
         np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_max_is_the_maximum_whatever_the_order(dtype):
+    """The softmax loops' row maximum (an integer maximum of the floats' ordered bits): NumPy's
+    maximum on every row length, infinities included, and +0.0 above -0.0 in either order."""
+    loops, data = jit_loops(), np.random.default_rng(11)
+    for n in (1, 2, 7, 8, 9, 16, 31, 32, 33, 64, 100):
+        x = (data.standard_normal((6, n)) * 10.0 ** data.integers(-30, 30, (6, 1))).astype(dtype)
+        x[1, n // 2], x[2], x[3] = np.inf, -np.inf, -np.abs(x[3]) - 1
+        out, peaks = np.empty_like(x), np.empty(6, dtype)
+        loops.shift_by_row_max(x, out, peaks)
+        assert peaks.tobytes() == x.max(axis=1).tobytes()
+        with np.errstate(invalid="ignore"):   # the row of -inf: -inf - -inf
+            assert out.tobytes() == (x - peaks[:, None]).tobytes()
+    zeros = np.array([[-0.0, 0.0], [0.0, -0.0], [-0.0, -0.0]], dtype)
+    out, peaks = np.empty_like(zeros), np.empty(3, dtype)
+    loops.shift_by_row_max(zeros, out, peaks)
+    assert list(np.signbit(peaks)) == [False, False, True]
+    assert list(np.signbit(out[:2]).ravel()) == [True, False, False, True]
 
 
 @pytest.mark.parametrize("shape,dim", [((0, 5), -1), ((5, 0), -1), ((5, 0), 0), ((2, 0, 3), 1)])

@@ -4,8 +4,8 @@ pooling, ReLU's backward, and softmax, log-softmax and layer norm over short row
 The op forwards call these (eager dispatch and replay alike), so eager and replay compute the
 same numbers. Each loop performs, per element, exactly the IEEE operations written in it: no
 fastmath, so LLVM neither reassociates nor contracts into FMAs, and its vector body and scalar
-remainder agree bit for bit (addcmul's fused multiply-add is written as one, an LLVM intrinsic).
-The one exception, the row sums, is described where they are.
+remainder agree bit for bit (the fused multiply-adds of addcmul and of erf's polynomials are
+written as such, an LLVM intrinsic). The one exception, the row sums, is described where they are.
 Arrays come in C-contiguous, flat, as (planes, H, W) or as (rows, n).
 
 Loaded on an op's first call, not with staticgrad (loading Numba takes about half a second).

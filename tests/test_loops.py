@@ -40,6 +40,22 @@ def test_float32_erf_is_within_one_ulp_of_libm():
     assert (out != expected).mean() < 0.02
 
 
+def test_float32_erf_evaluates_its_polynomials_with_fused_multiply_adds():
+    """One instruction a term instead of a multiply and an add (the loop takes two thirds of the
+    time); the full float32 sweep gives the same values as separate operations did."""
+    import numba
+
+    loops = jit_loops()
+    fresh = numba.njit(error_model="numpy")(loops.erf_array.py_func)   # cached code cannot be inspected
+    x = np.linspace(-5, 5, 37, dtype=np.float32)
+    out = np.empty_like(x)
+    fresh(x, out)
+    (llvm_ir,) = fresh.inspect_llvm().values()
+    assert llvm_ir.count("@llvm.fma.") >= 12   # 6 terms of P and 6 of Q
+    expected = np.array([math.erf(v) for v in x.tolist()], np.float32)
+    assert ulps(out, expected).max() <= 1
+
+
 def test_float64_erf_is_libm():
     x = np.concatenate([rng.standard_normal(2000) * 3, [0.0, -0.0, 1e-300, 6.0, -27.0]])
     out = np.empty_like(x)

@@ -57,13 +57,22 @@ def loop_operands(*arrays):
     return flats, shape, dtype, work
 
 
+# np.may_share_memory without its __array_function__ wrapper, where this NumPy has it: a third of
+# the call, which the loop ops make several times each (an out against each input)
+_may_share_memory = getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "may_share_memory",
+                            np.may_share_memory)
+
+
 def loop_output(size: int, work, out, inputs):
     """The flat array a loop writes: ``out``'s memory when it can take the work dtype directly and
-    shares no memory with an input (the loops may also use it as scratch), else a new array."""
-    if (out is not None and out.dtype == work and out.flags.c_contiguous
-            and not any(np.may_share_memory(out, a) for a in inputs)):
-        return out.reshape(-1)
-    return np.empty(size, work)
+    shares no memory with an input (the loops may also use it as scratch), else a new array.
+    Inputs may hold None (a parameter not given)."""
+    if out is None or out.dtype != work or not out.flags.c_contiguous:
+        return np.empty(size, work)
+    for a in inputs:
+        if a is not None and _may_share_memory(out, a):
+            return np.empty(size, work)
+    return out.reshape(-1)
 
 
 def loop_result(flat, shape, dtype, out):
@@ -72,7 +81,7 @@ def loop_result(flat, shape, dtype, out):
     if out is None:
         result = flat.reshape(shape)
         return result if result.dtype == dtype else result.astype(dtype)
-    if not np.may_share_memory(flat, out):
+    if not _may_share_memory(flat, out):
         np.copyto(out, flat.reshape(shape), casting="unsafe")
     return out
 

@@ -4,8 +4,8 @@ pooling, ReLU's backward, and softmax, log-softmax and layer norm over short row
 The op forwards call these (eager dispatch and replay alike), so eager and replay compute the
 same numbers. Each loop performs, per element, exactly the IEEE operations written in it: no
 fastmath, so LLVM neither reassociates nor contracts into FMAs, and its vector body and scalar
-remainder agree bit for bit (addcmul's fused multiply-add is written as one, an LLVM intrinsic).
-The one exception, the row sums, is described where they are.
+remainder agree bit for bit (the fused multiply-adds of addcmul and of erf's polynomials are
+written as such, an LLVM intrinsic). The one exception, the row sums, is described where they are.
 Arrays come in C-contiguous, flat, as (planes, H, W) or as (rows, n).
 
 Loaded on an op's first call, not with staticgrad (loading Numba takes about half a second).
@@ -19,6 +19,7 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
 
 from staticgrad.ops.numba_cache import njit_cached
 
@@ -36,14 +37,33 @@ def _jit_inner(function):
     return _jit(function, inner=True)
 
 
+# ---- fused multiply-add: a * b + c rounded once -------------------------------------------------
+#
+# LLVM's fma intrinsic: one instruction on CPUs with FMA (x86-64 since Haswell), in the vector
+# body and the scalar remainder alike, so a loop using it still gives the same number for an
+# element wherever it sits.
+
+@numba.extending.intrinsic
+def fused_multiply_add(typingctx, a, b, c):
+    """a * b + c rounded once (LLVM's fma), for three floats of one type."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return a(a, b, c), codegen
+
+
+_fma = fused_multiply_add
+
+
 # ---- erf ----------------------------------------------------------------------------------------
 #
 # erf(x) = x P(u) / Q(u), u = x^2 / 16, |x| clamped to 4, evaluated in float64: a rational
 # minimax fit to erf(x)/x on [0, 4] (Lawson-weighted least squares; relative error < 9.4e-10),
-# made for float32 results: beyond 4, erf rounds to +-1 in float32. Rounded to float32 it equals
-# the correctly rounded erf in about 99% of float32 inputs and is one ulp off in the rest (the
-# test suite checks a dense sample against libm). It vectorises; libm's erf (math.erf) does not
-# and costs ~10 ns an element. float64 keeps libm's erf.
+# made for float32 results: beyond 4, erf rounds to +-1 in float32. P and Q are evaluated by
+# Horner's rule with fused multiply-adds: the loop takes two thirds of the time it takes with a
+# multiply and an add a term, and every float32 input gives the same value either way (a full
+# sweep). Rounded to float32 it equals the correctly rounded erf in about 99% of float32 inputs
+# and is one ulp off in the rest (the test suite checks a dense sample against libm). It
+# vectorises; libm's erf (math.erf) does not and costs ~10 ns an element. float64 keeps libm's erf.
 
 _P0, _P1, _P2, _P3, _P4, _P5, _P6 = (
     1.1283791681376774, 2.6703778882281433, 13.039916963325176, 12.106645067770893,
@@ -51,6 +71,10 @@ _P0, _P1, _P2, _P3, _P4, _P5, _P6 = (
 _Q1, _Q2, _Q3, _Q4, _Q5, _Q6 = (
     7.699894737195804, 27.02236298973134, 55.25793664523762, 68.14147617202374,
     42.97973328305507, -10.406715999562437)
+# The same in x^2: the k-th coefficients times 16^-k, exactly (powers of two), saving the multiply
+# by 1/16 and changing no bit (x^2 of a float32 is exact in float64).
+_A0, _A1, _A2, _A3, _A4, _A5, _A6 = (c * 0.0625 ** k for k, c in enumerate((_P0, _P1, _P2, _P3, _P4, _P5, _P6)))
+_B1, _B2, _B3, _B4, _B5, _B6 = (c * 0.0625 ** k for k, c in enumerate((_Q1, _Q2, _Q3, _Q4, _Q5, _Q6), 1))
 
 
 @_jit_inner
@@ -59,9 +83,9 @@ def erf_float32(x):
     c = np.float64(x)
     c = 4.0 if c > 4.0 else c  # comparisons, not min/max: NaN must pass through
     c = -4.0 if c < -4.0 else c
-    u = c * c * 0.0625
-    p = (((((_P6 * u + _P5) * u + _P4) * u + _P3) * u + _P2) * u + _P1) * u + _P0
-    q = (((((_Q6 * u + _Q5) * u + _Q4) * u + _Q3) * u + _Q2) * u + _Q1) * u + 1.0
+    u = c * c
+    p = _fma(_fma(_fma(_fma(_fma(_fma(_A6, u, _A5), u, _A4), u, _A3), u, _A2), u, _A1), u, _A0)
+    q = _fma(_fma(_fma(_fma(_fma(_fma(_B6, u, _B5), u, _B4), u, _B3), u, _B2), u, _B1), u, 1.0)
     return np.float32(c * p / q)
 
 
@@ -90,14 +114,6 @@ def erf_array(x, out):
 # PyTorch's CPU loop computes (value * t1) * t2 + self as a fused multiply-add (its compiler
 # contracts the two operations, in the vector body and the scalar tail alike). LLVM's fma
 # intrinsic is that operation, rounded once, exactly, in float32 and float64 alike.
-
-@numba.extending.intrinsic
-def fused_multiply_add(typingctx, a, b, c):
-    """a * b + c rounded once (LLVM's fma), for three floats of one type."""
-    def codegen(context, builder, signature, args):
-        return builder.fma(*args)
-    return a(a, b, c), codegen
-
 
 @_jit
 def addcmul_array(a, t1, t2, value, out):
@@ -377,42 +393,48 @@ def row_dot(a, ra, b, rb, zero):
     return total
 
 
+# The row maximum compares floats by their bits: flipping all but the sign bit of a negative
+# float's bits makes their signed integer order the float order (-0.0 just below +0.0, a NaN
+# above +inf or below -inf by its sign bit). An integer maximum is the same in any order, so LLVM
+# takes it in vector lanes without fastmath (a float maximum it keeps scalar: there the order
+# decides which NaN wins); the softmax's first pass takes half the time on rows of 32.
+
+def _float_bits_type(x):
+    return numba.types.int32 if x.bitwidth == 32 else numba.types.int64
+
+
+@numba.extending.intrinsic
+def ordered_bits(typingctx, x):
+    """The bits of a float32 or float64 as an int32 or int64 whose order is the float order."""
+    def codegen(context, builder, signature, args):
+        kind = ir.IntType(x.bitwidth)
+        bits = builder.bitcast(args[0], kind)
+        flip = builder.lshr(builder.ashr(bits, ir.Constant(kind, x.bitwidth - 1)), ir.Constant(kind, 1))
+        return builder.xor(bits, flip)
+    return _float_bits_type(x)(x), codegen
+
+
+@numba.extending.intrinsic
+def from_ordered_bits(typingctx, key, like):
+    """The float (of like's type) whose ordered_bits are key."""
+    def codegen(context, builder, signature, args):
+        kind = ir.IntType(like.bitwidth)
+        flip = builder.lshr(builder.ashr(args[0], ir.Constant(kind, like.bitwidth - 1)), ir.Constant(kind, 1))
+        return builder.bitcast(builder.xor(args[0], flip), context.get_value_type(like))
+    return like(key, like), codegen
+
+
 @_jit_inner
 def row_max(a, r):
-    """Largest of row r of a (rows, n >= 1), in eight lanes: lane k takes the elements j = k mod 8
-    of the whole blocks of eight, the rest joins lane 0, then the lanes meet in a fixed tree. A
-    NaN may or may not win: the softmax loops need no more, since a NaN in a row makes its sum,
+    """Largest of row r of a (rows, n >= 1), +0.0 above -0.0. A NaN may or may not win (it wins
+    with its sign bit clear): the softmax loops need no more, since a NaN in a row makes its sum,
     and so the whole row, NaN."""
-    n = a.shape[1]
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a[r, 0]
-    for k in range(n // 8):
-        j = 8 * k
-        v = a[r, j]
-        m0 = v if v > m0 else m0
-        v = a[r, j + 1]
-        m1 = v if v > m1 else m1
-        v = a[r, j + 2]
-        m2 = v if v > m2 else m2
-        v = a[r, j + 3]
-        m3 = v if v > m3 else m3
-        v = a[r, j + 4]
-        m4 = v if v > m4 else m4
-        v = a[r, j + 5]
-        m5 = v if v > m5 else m5
-        v = a[r, j + 6]
-        m6 = v if v > m6 else m6
-        v = a[r, j + 7]
-        m7 = v if v > m7 else m7
-    for j in range(n - n % 8, n):
-        v = a[r, j]
-        m0 = v if v > m0 else m0
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    return m4 if m4 > m0 else m0
+    first = a[r, 0]
+    best = ordered_bits(first)
+    for j in range(a.shape[1]):
+        key = ordered_bits(a[r, j])
+        best = key if key > best else best
+    return from_ordered_bits(best, first)
 
 
 @_jit

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from staticgrad.ops.elementwise import broadcast_error, fill_outputs, loop_operands, loop_output, loop_result
-from staticgrad.ops.reductions import ROW_LOOP_DTYPES, row_operands
+from staticgrad.ops.reductions import ROW_LOOP_DTYPES
 from staticgrad.ops.registry import OpDef, Save, jit_loops, lit, register
 
 
@@ -159,11 +159,12 @@ def _layer_norm_rows(x, weight, bias, normalized_shape, eps, out=None):
     """(y, mean, rstd) from one Numba loop over the rows of x's normalized dims (written into
     ``out``'s arrays where they fit)."""
     n = math.prod(normalized_shape)
-    (rows,) = row_operands(x.reshape(-1, n))
-    T, count = x.dtype.type, rows.shape[0]
-    y, mean, rstd = (loop_output(math.prod(shape), x.dtype, None if out is None else out[k], (x, weight, bias))
-                     .reshape(shape) for k, shape in enumerate((rows.shape, (count,), (count,))))
-    unused = np.empty(0, x.dtype)
+    rows = np.ascontiguousarray(x).reshape(-1, n)
+    T, count, inputs = x.dtype.type, rows.shape[0], (x, weight, bias)
+    y_out, mean_out, rstd_out = (None, None, None) if out is None else out
+    y = loop_output(rows.size, x.dtype, y_out, inputs).reshape(rows.shape)
+    mean, rstd = loop_output(count, x.dtype, mean_out, inputs), loop_output(count, x.dtype, rstd_out, inputs)
+    unused = np.empty(0, x.dtype) if weight is None or bias is None else None
     weight_row = unused if weight is None else np.ascontiguousarray(weight).reshape(n)
     bias_row = unused if bias is None else np.ascontiguousarray(bias).reshape(n)
     jit_loops().layer_norm(rows, weight_row, bias_row, weight is not None, bias is not None, T(eps), y, mean, rstd,
@@ -229,20 +230,22 @@ def _layer_norm_bw_rows(g, x, mean, rstd, weight, normalized_shape, out=None, ou
     """The row loop's (grad input, grad weight, grad bias), the last two None without a weight;
     ``outs``, if given, the three arrays to write them into (where they fit)."""
     n = math.prod(normalized_shape)
-    rows_g, rows_x, rows_mean, rows_rstd = row_operands(g.reshape(-1, n), x.reshape(-1, n), mean.reshape(-1, 1),
-                                                        rstd.reshape(-1, 1))
-    inputs = (g, x, mean, rstd) + (() if weight is None else (weight,))
+    rows_g, rows_x = np.ascontiguousarray(g).reshape(-1, n), np.ascontiguousarray(x).reshape(-1, n)
+    rows_mean, rows_rstd = np.ascontiguousarray(mean).reshape(-1), np.ascontiguousarray(rstd).reshape(-1)
+    inputs = (g, x, mean, rstd, weight)
     flat = loop_output(g.size, g.dtype, out if outs is None else outs[0], inputs)
     scaled = np.empty((1, n), g.dtype)  # the loop's scratch row; stands in for what is not given
-    grad_weight = grad_bias = None
-    if weight is not None:
-        grad_weight, grad_bias = (loop_output(n, g.dtype, None if outs is None else outs[k], inputs)
-                                  .reshape(normalized_shape) for k in (1, 2))
-    jit_loops().layer_norm_backward(
-        rows_g, rows_x, rows_mean.reshape(-1), rows_rstd.reshape(-1),
-        scaled[0] if weight is None else np.ascontiguousarray(weight).reshape(n), weight is not None,
-        flat.reshape(rows_g.shape), scaled, scaled[0] if weight is None else grad_weight.reshape(n),
-        scaled[0] if weight is None else grad_bias.reshape(n), g.dtype.type(n))
+    if weight is None:
+        weight_row = grad_weight = grad_bias = scaled[0]
+    else:
+        weight_row = np.ascontiguousarray(weight).reshape(n)
+        grad_weight, grad_bias = (loop_output(n, g.dtype, None if outs is None else outs[k], inputs) for k in (1, 2))
+    jit_loops().layer_norm_backward(rows_g, rows_x, rows_mean, rows_rstd, weight_row, weight is not None,
+                                    flat.reshape(rows_g.shape), scaled, grad_weight, grad_bias, g.dtype.type(n))
+    if weight is None:
+        grad_weight = grad_bias = None
+    else:
+        grad_weight, grad_bias = grad_weight.reshape(normalized_shape), grad_bias.reshape(normalized_shape)
     if outs is not None:
         return fill_outputs((flat.reshape(g.shape), grad_weight, grad_bias), outs)
     return loop_result(flat, g.shape, g.dtype, out), grad_weight, grad_bias

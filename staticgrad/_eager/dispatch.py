@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import Node, SavedTensor, grad_accumulator
+from staticgrad._eager.node import NODE_CLASSES, SavedTensor, grad_accumulator
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS, OpDef
@@ -142,7 +142,9 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
         edges.append((None, 0))
         meta.append(None)
         needs.append(False)
-    node = Node(op, attrs, tuple(edges), tuple(meta), len(outputs))
+    name = op.node_name   # the node is of PyTorch's class for its name (one dict lookup)
+    node = NODE_CLASSES[name if name.__class__ is str else name(attrs)](op, attrs, tuple(edges), tuple(meta),
+                                                                        len(outputs))
     if op.saves:
         saved = {}
         freeable = []

@@ -8,6 +8,7 @@ import copy
 import pickle
 import re
 
+import numpy as np
 import pytest
 
 import staticgrad as sg
@@ -105,3 +106,193 @@ def test_a_replayed_output_has_the_eager_nodes_class():
     assert step.stats.replays == replays + 1, "the last call replayed"
     assert names == [("MeanBackward0", "<MeanBackward0 object at ADDR>")] * 3
     assert isinstance(loss.grad_fn, sg.autograd.graph.Node)
+
+
+# ---- a Python bool as an index -----------------------------------------------------------------
+
+def _names(fn) -> list:
+    """``name()`` of every node depth first from ``fn``, edges to nothing left out (PyTorch's nodes have
+    no edges for index tensors)."""
+    names, stack = [], [fn]
+    while stack:
+        node = stack.pop()
+        if node is not None:
+            names.append(node.name())
+            stack.extend(n for n, _ in reversed(node.next_functions))
+    return names
+
+
+def _read(lib, index, shape):
+    """``a[index]`` of an arange tensor that requires grad: value, dtype, node names (without the
+    edges to index tensors, which PyTorch's IndexBackward0 does not have) and the gradient."""
+    a = lib.arange(float(np.prod(shape))).reshape(shape).requires_grad_()
+    y = a[index]
+    names = _names(y.grad_fn)
+    (y * lib.arange(float(y.numel())).reshape(y.shape)).sum().backward()
+    return tuple(y.shape), str(y.dtype).split(".")[-1], y.tolist(), names, a.grad.tolist()
+
+
+BOOL_READS = [True, False, (None, True), (Ellipsis, True), (True, 0), (0, True), (True, True), (True, None),
+              (slice(None), True, 0), (True, [0, 1]), ([0, 1], True), (True, slice(None), None), (False, 0),
+              (True, Ellipsis, False), (True, True, True), (True, [True, False]), (True, -1),
+              (1, True, slice(0, 2), [0, 1])]
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (), (2, 3, 4)], ids=str)
+@pytest.mark.parametrize("index", BOOL_READS, ids=repr)
+def test_a_bool_index_reads_as_pytorchs(index, shape):
+    try:
+        expected = _read(torch, index, shape)
+    except IndexError:
+        same_error(_read, index, shape)
+        return
+    assert _read(sg, index, shape) == expected
+
+
+def test_a_bool_and_an_index_list_that_do_not_broadcast_fail_as_pytorchs():
+    same_error(lambda lib: lib.ones(2, 3)[False, [0, 1]])
+    same_error(lambda lib: lib.ones(2, 3)[[0, 1, 1], [0, 1]])
+
+
+VALUES = {
+    "vector": lambda lib: lib.tensor([7.0, 8.0, 9.0], requires_grad=True),
+    "full": lambda lib: lib.full((2, 3), 3.0, requires_grad=True),
+    "row": lambda lib: lib.tensor([[7.0, 8.0, 9.0]], requires_grad=True),
+    "number": lambda lib: 5.0,
+    "ints": lambda lib: lib.tensor([1, 2, 3]),
+}
+
+
+def _write(lib, index, value):
+    """``x[index] = value`` on a non-leaf: values, node names, version bumps, both gradients."""
+    a = lib.arange(6.0).reshape(2, 3).requires_grad_()
+    x = a * 1
+    v = VALUES[value](lib)
+    version = x._version
+    x[index] = v
+    got = [x.tolist(), str(x.dtype).split(".")[-1], _names(x.grad_fn),
+           x._version - version]
+    (x * lib.arange(6.0).reshape(2, 3)).sum().backward()
+    v_grad = v.grad if isinstance(v, lib.Tensor) else None
+    return got + [a.grad.tolist(), None if v_grad is None else v_grad.tolist()]
+
+
+BOOL_WRITES = [True, False, (True,), (False,), (None, True), (Ellipsis, True), (True, 0), (0, True),
+               (True, [0, 1]), (True, slice(0, 1)), (None, False), (False, 0), (True, True),
+               # with no bool: the index tensors go into the view the plain part makes, as in PyTorch
+               (0, [1]), (slice(0, 1), [1]), (slice(0, 2), [1]), (None, [0]),
+               # and a value PyTorch views and expands to the region it writes
+               None, Ellipsis, 0, (None, 0), (None, None), slice(None)]
+
+
+@pytest.mark.parametrize("value", VALUES)
+@pytest.mark.parametrize("index", BOOL_WRITES, ids=repr)
+def test_a_bool_index_writes_as_pytorchs(index, value):
+    try:
+        expected = _write(torch, index, value)
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError) as info:
+            _write(sg, index, value)
+        assert str(info.value) == str(error)   # (expand's message names the tensor type as PyTorch's does)
+        return
+    assert _write(sg, index, value) == expected
+
+
+def test_writing_with_a_lone_false_does_nothing_even_to_a_leaf():
+    for lib in (torch, sg):
+        leaf = lib.ones(2, requires_grad=True)
+        leaf[False] = lib.ones(7)   # no write, so no shape check and no in-place check
+        assert leaf._version == 0
+    same_error(lambda lib: lib.ones(2, requires_grad=True).__setitem__(True, 1.0))
+
+
+def test_a_compiled_function_with_bool_indices_replays_as_eager():
+    def fn(x):
+        y = x.unsqueeze(0)[True, 0] * 2
+        y[True] = y[0, 0] + 1
+        y[None, False] = 7.0
+        return y, x[None, False], x[..., True]
+
+    compiled = sg.compile(fn)
+    for k in range(3):
+        x = sg.arange(6.0).reshape(2, 3) + k
+        got, expected = compiled(x), fn(x)
+        for g, e in zip(got, expected):
+            assert g.shape == e.shape
+            np.testing.assert_array_equal(g.numpy(), e.numpy())
+    assert compiled.stats.replays == 2
+
+
+# ---- cat with legacy empty tensors -------------------------------------------------------------
+
+def _cat(lib, make):
+    e = lib.empty(0, requires_grad=True)
+    a = lib.arange(6.0).reshape(2, 3).requires_grad_()
+    r = make(lib, e, a)
+    got = [tuple(r.shape), str(r.dtype).split(".")[-1], r.tolist(), None if r.grad_fn is None else r.grad_fn.name()]
+    if r.requires_grad:
+        (r * r).sum().backward()
+        got += [None if e.grad is None else (tuple(e.grad.shape), str(e.grad.dtype).split(".")[-1]),
+                None if a.grad is None else a.grad.tolist()]
+    return got
+
+
+CATS = {
+    "after": lambda lib, e, a: lib.cat([a, e]),
+    "before_dim1": lambda lib, e, a: lib.cat([e, a], dim=1),
+    "both_sides_negative_dim": lambda lib, e, a: lib.cat([e, a, e], dim=-1),
+    "between": lambda lib, e, a: lib.cat([a, e, a]),
+    "between_dim1": lambda lib, e, a: lib.cat([a, e, lib.ones(2, 4)], dim=1),
+    "only_empties": lambda lib, e, a: lib.cat([e, e.detach()]),
+    "only_empties_any_dim": lambda lib, e, a: lib.cat([e, e], dim=5),
+    "one_empty": lambda lib, e, a: lib.cat([e]),
+    "with_a_vector": lambda lib, e, a: lib.cat([e, lib.ones(3)]),
+    "double_empty_promotes": lambda lib, e, a: lib.cat([e.double(), a]),
+    "long_empty_promotes": lambda lib, e, a: lib.cat([lib.empty(0, dtype=lib.int64), a.int()]),
+    "float_empty_promotes": lambda lib, e, a: lib.cat([lib.empty(0), lib.ones(2, 3, dtype=lib.int64)]),
+    "bool_empty": lambda lib, e, a: lib.cat([lib.empty(0, dtype=lib.bool), lib.ones(2, 3, dtype=lib.int64)]),
+    "half": lambda lib, e, a: lib.cat([lib.empty(0), lib.ones(2, 3, dtype=lib.float16)]),
+    "hstack": lambda lib, e, a: lib.hstack([e, a]),
+    "concat": lambda lib, e, a: lib.concat([a, e]),
+    "twice_dim1": lambda lib, e, a: lib.cat([e, a, e.detach(), a], 1),
+}
+
+
+@pytest.mark.parametrize("name", CATS)
+def test_cat_skips_legacy_empty_tensors_as_pytorch(name):
+    assert _cat(sg, CATS[name]) == _cat(torch, CATS[name])
+
+
+CAT_ERRORS = {
+    "dim_out_of_range": lambda lib: lib.cat([lib.empty(0), lib.ones(2, 3)], dim=2),
+    "sizes_after_an_empty": lambda lib: lib.cat([lib.empty(0), lib.ones(2, 3), lib.ones(2, 4)]),
+    "dims_after_an_empty": lambda lib: lib.cat([lib.ones(2, 3), lib.empty(0), lib.ones(2)]),
+    "two_dim_empty_is_no_legacy": lambda lib: lib.cat([lib.empty(0, 2), lib.ones(2, 3)]),
+    "zero_dim": lambda lib: lib.cat([lib.empty(0), lib.tensor(1.0)]),
+}
+
+
+@pytest.mark.parametrize("name", CAT_ERRORS)
+def test_cat_with_legacy_empty_tensors_fails_as_pytorch(name):
+    same_error(CAT_ERRORS[name])
+
+
+def test_a_compiled_step_with_a_legacy_empty_cat_replays_as_eager():
+    def make():
+        w = sg.ones(2, 3, requires_grad=True)
+
+        def step(x, e):
+            w.grad = None
+            y = sg.cat([e, x * w, e], dim=1)
+            loss = (y * y).sum()
+            loss.backward()
+            return loss.detach(), y.detach(), w.grad.clone()
+        return step
+
+    eager, compiled = make(), sg.compile(make())
+    for k in range(3):
+        x = sg.arange(6.0).reshape(2, 3) + k
+        for g, e in zip(compiled(x, sg.empty(0)), eager(x, sg.empty(0))):
+            assert g.shape == e.shape
+            np.testing.assert_array_equal(g.numpy(), e.numpy())
+    assert compiled.stats.replays == 2

@@ -198,6 +198,19 @@ def test_a_bool_index_writes_as_pytorchs(index, value):
     assert _write(sg, index, value) == expected
 
 
+def test_an_int_and_an_index_list_apart_write_into_the_ints_view():
+    """``x[0, :, [1, 2]] = v``: PyTorch selects x[0] first, so the region is (3, 2), not NumPy's (2, 3)."""
+    got = []
+    for lib in (torch, sg):
+        a = lib.arange(24.0).reshape(2, 3, 4).requires_grad_()
+        x = a * 1
+        v = lib.arange(6.0).reshape(3, 2).requires_grad_()
+        x[0, :, [1, 2]] = v
+        (x * lib.arange(24.0).reshape(2, 3, 4)).sum().backward()
+        got.append((x.grad_fn.name(), x.tolist(), a.grad.tolist(), v.grad.tolist()))
+    assert got[1] == got[0]
+
+
 def test_writing_with_a_lone_false_does_nothing_even_to_a_leaf():
     for lib in (torch, sg):
         leaf = lib.ones(2, requires_grad=True)
@@ -294,5 +307,114 @@ def test_a_compiled_step_with_a_legacy_empty_cat_replays_as_eager():
         x = sg.arange(6.0).reshape(2, 3) + k
         for g, e in zip(compiled(x, sg.empty(0)), eager(x, sg.empty(0))):
             assert g.shape == e.shape
+            np.testing.assert_array_equal(g.numpy(), e.numpy())
+    assert compiled.stats.replays == 2
+
+
+# ---- uint16, uint32, uint64 --------------------------------------------------------------------
+
+def _plain(result, lib):
+    """A result as plain Python: a tensor as (dtype, shape, values), a dtype by name."""
+    if isinstance(result, lib.Tensor):
+        return str(result.dtype).split(".")[-1], tuple(result.shape), result.tolist()
+    if isinstance(result, (tuple, list)):
+        return tuple(_plain(r, lib) for r in result)
+    if isinstance(result, lib.dtype):
+        return str(result).split(".")[-1]
+    if isinstance(result, str):
+        return result.replace("torch.", "").replace("staticgrad.", "")
+    return result
+
+
+UNSIGNED = {
+    # what PyTorch does with them
+    "repr": lambda lib, t, d: repr(t),
+    "print_2d": lambda lib, t, d: str(lib.zeros(2, 2, dtype=d)),
+    "dtype": lambda lib, t, d: (t.dtype, t.dtype.is_floating_point, t.dtype.is_signed, t.dtype.itemsize,
+                                t.element_size(), t.type()),
+    "numpy": lambda lib, t, d: str(t.numpy().dtype),
+    "shares_memory": lambda lib, t, d: (t.numpy().__setitem__(0, 9), t.tolist())[1],
+    "item": lambda lib, t, d: (t[2].item(), int(t[0]), float(t[1])),
+    "eq": lambda lib, t, d: (t == t, t == 1, t == 1.0, t != t, t.ne(1), t == lib.tensor(3), lib.equal(t, t)),
+    "mul": lambda lib, t, d: (t * t, t * 2, t * 2.5, t * lib.tensor(2), lib.ones(3) * t),
+    "div": lambda lib, t, d: (t / t, t / 2),
+    "sums": lambda lib, t, d: (t.sum(), t.view(3, 1).sum(1), t.prod(), t.cumsum(0), t.all(), t.any()),
+    "casts": lambda lib, t, d: (t.float(), t.long(), t.double(), t.bool(), t.to(lib.uint8), t.to(lib.int64),
+                                lib.tensor([1.5, 3.0]).to(d), lib.tensor([-1, 3]).to(d), t.type(lib.float32)),
+    "views": lambda lib, t, d: (t.view(3, 1), t.reshape(1, 3), t.view(3, 1).T.contiguous(), t[1:], t[1],
+                                t.view(3, 1).expand(3, 2), t.unbind(), t.split(2), t.narrow(0, 0, 1)),
+    "index": lambda lib, t, d: (t[[0, 2]], t[t == 1], lib.where(t == 1, t, t)),
+    "joins": lambda lib, t, d: (lib.cat([t, t]), lib.stack([t, t]), lib.cat([t, t.float()]), t.roll(1), t.repeat(2)),
+    "creation": lambda lib, t, d: (lib.zeros(2, dtype=d), lib.ones(2, dtype=d), lib.full((2,), 7, dtype=d),
+                                   lib.tensor([1, 2], dtype=d), lib.zeros_like(t), lib.full_like(t, 3),
+                                   t.new_zeros(2), lib.randint(0, 5, (2,), dtype=d).dtype,
+                                   lib.tensor(np.array([1, 2], dtype=str(d).split(".")[-1]))),
+    "bitwise": lambda lib, t, d: (t & t, t | 1, t ^ t),
+    "in_place": lambda lib, t, d: (t.clone().fill_(3), t.clone().copy_(lib.tensor([1, 2, 3])), t.clone().mul_(2)),
+    "sort": lambda lib, t, d: (t.sort().values, t.argsort(), t.unique()),
+    "iinfo": lambda lib, t, d: (lib.iinfo(d).max, lib.iinfo(d).min, lib.iinfo(d).bits, lib.result_type(t, 1)),
+    "setitem": lambda lib, t, d: (t.__setitem__(0, 5), t)[1],
+    # and what it refuses
+    "lt": lambda lib, t, d: t < t, "lt_scalar": lambda lib, t, d: t < 2, "ge": lambda lib, t, d: t >= t,
+    "add": lambda lib, t, d: t + t, "add_scalar": lambda lib, t, d: t + 1, "sub": lambda lib, t, d: t - t,
+    "rsub": lambda lib, t, d: 1 - t, "add_": lambda lib, t, d: t.add_(2), "neg": lambda lib, t, d: -t,
+    "abs": lambda lib, t, d: t.abs(), "floordiv": lambda lib, t, d: t // t, "remainder": lambda lib, t, d: t % t,
+    "pow": lambda lib, t, d: t ** 2, "mean": lambda lib, t, d: t.mean(), "max": lambda lib, t, d: t.max(),
+    "argmax": lambda lib, t, d: t.argmax(), "arange": lambda lib, t, d: lib.arange(3, dtype=d),
+    "linspace": lambda lib, t, d: lib.linspace(0, 1, 3, dtype=d), "eye": lambda lib, t, d: lib.eye(2, dtype=d),
+    "rand": lambda lib, t, d: lib.rand(2, dtype=d), "not": lambda lib, t, d: ~t,
+    "shift": lambda lib, t, d: t << 1, "mm": lambda lib, t, d: t.view(3, 1) @ t.view(1, 3),
+    "nonzero": lambda lib, t, d: t.nonzero(), "flip": lambda lib, t, d: t.flip(0),
+    "masked_fill": lambda lib, t, d: t.masked_fill(t == 1, 0), "topk": lambda lib, t, d: t.topk(1),
+    "isin": lambda lib, t, d: lib.isin(t, t), "clamp": lambda lib, t, d: t.clamp(0, 1),
+    "maximum": lambda lib, t, d: lib.maximum(t, t), "sign": lambda lib, t, d: t.sign(),
+    "gather": lambda lib, t, d: t.gather(0, lib.tensor([0])), "tril": lambda lib, t, d: t.view(3, 1).tril(),
+    "index_select": lambda lib, t, d: t.index_select(0, lib.tensor([0])),
+    "index_put": lambda lib, t, d: t.__setitem__([0], lib.tensor([5], dtype=d)),
+    "promote_long": lambda lib, t, d: t * lib.tensor([1, 2, 3]),
+    "long_promote": lambda lib, t, d: lib.tensor([1, 2, 3]) * t,
+    "promote_types": lambda lib, t, d: lib.promote_types(d, lib.int64),
+    "cat_long": lambda lib, t, d: lib.cat([t, t.long()]), "mul_float_inplace": lambda lib, t, d: t.mul_(2.5),
+    "requires_grad": lambda lib, t, d: lib.zeros(2, dtype=d, requires_grad=True),
+    "as_index": lambda lib, t, d: lib.ones(3)[lib.tensor([0], dtype=d)],
+}
+
+
+def _unsigned(lib, name, dtype_name):
+    array = np.array([3, 1, 65535 if dtype_name == "uint16" else 7], dtype=dtype_name)
+    try:
+        return _plain(UNSIGNED[name](lib, lib.from_numpy(array), getattr(lib, dtype_name)), lib)
+    except Exception as error:   # (the error is what is compared)
+        return type(error).__name__, _plain(str(error), lib)
+
+
+@pytest.mark.parametrize("dtype_name", ["uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("name", UNSIGNED)
+def test_wide_unsigned_dtypes_as_pytorch(name, dtype_name):
+    assert _unsigned(sg, name, dtype_name) == _unsigned(torch, name, dtype_name)
+
+
+def test_uint8_sums_to_int64_as_pytorch():
+    for make in (lambda lib, t: t.sum(), lambda lib, t: t.prod(), lambda lib, t: t.cumsum(0),
+                 lambda lib, t: t.cumprod(0)):
+        got = [_plain(make(lib, lib.tensor([200, 100], dtype=lib.uint8)), lib) for lib in (torch, sg)]
+        assert got[1] == got[0]
+
+
+def test_a_compiled_function_on_wide_unsigned_tensors_replays_as_eager():
+    w = sg.ones(3, requires_grad=True)
+
+    def fn(u, v):
+        w.grad = None
+        loss = (u.float() * w).sum()
+        loss.backward()
+        return u == v, u * v, u / v, sg.cat([u, v]).sum(), loss.detach(), w.grad.clone()
+
+    compiled = sg.compile(fn)
+    for k in range(3):
+        u = sg.from_numpy(np.array([1, 2, 3 + k], np.uint32))
+        v = sg.from_numpy(np.array([1, 5, 3], np.uint32))
+        for g, e in zip(compiled(u, v), fn(u, v)):
+            assert g.dtype == e.dtype
             np.testing.assert_array_equal(g.numpy(), e.numpy())
     assert compiled.stats.replays == 2

@@ -18,6 +18,7 @@ from staticgrad.ops import dtypes as _dtypes
 from staticgrad.ops.shape import MAX_INDEX_TENSORS, VIEW_THEN, locate
 
 FULL_SLICE = ("slice", None, None, None)
+_WIDE_UNSIGNED = _dtypes.WIDE_UNSIGNED
 
 
 def _as_index_tensor(item):
@@ -26,7 +27,7 @@ def _as_index_tensor(item):
     array = np.asarray(item)
     if array.size == 0 and array.dtype.kind == "f":  # an empty list: no indices
         array = array.astype(np.int64)
-    if array.dtype.kind not in "iub":
+    if array.dtype.kind not in "iub" or array.dtype in _WIDE_UNSIGNED:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     dtype = _dtypes.bool_ if array.dtype.kind == "b" else _dtypes.int64
     return tensor(array.tolist() if isinstance(item, (list, tuple)) else array, dtype=dtype)
@@ -59,7 +60,7 @@ def _normalize(index, byte_masks: bool = False):
             warnings.warn("indexing with dtype staticgrad.uint8 is now deprecated, please use a dtype "
                           "staticgrad.bool instead.", UserWarning, stacklevel=3)
             item = to_dtype(item, _dtypes.bool_)
-        elif isinstance(item, Tensor) and item._data.dtype.kind not in "iub":
+        elif isinstance(item, Tensor) and (item._data.dtype.kind not in "iub" or item._data.dtype in _WIDE_UNSIGNED):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         elif (isinstance(item, Tensor) and item._data.ndim == 0 and item._data.dtype.kind in "iu"
               and Tracing.tracer is None):

@@ -211,6 +211,21 @@ def test_an_int_and_an_index_list_apart_write_into_the_ints_view():
     assert got[1] == got[0]
 
 
+OUT_OF_RANGE = [5, (0, 7), (slice(None), 4), (True, 2), (True, 0, 5), (None, 5), (0, [7]), ([7],),
+                (None, None, 0, 9), (0, 0, 9), (1, slice(None), 4)]
+
+
+@pytest.mark.parametrize("index", OUT_OF_RANGE, ids=repr)
+def test_an_index_out_of_range_fails_as_pytorchs(index):
+    """The error names the dim as PyTorch counts it (every item before it, None and bools included)."""
+    def write(lib):
+        x = lib.ones(2, 3, 4)
+        x[index] = lib.ones(4)
+
+    same_error(write)
+    same_error(lambda lib: lib.ones(2, 3, 4)[index])
+
+
 def test_writing_with_a_lone_false_does_nothing_even_to_a_leaf():
     for lib in (torch, sg):
         leaf = lib.ones(2, requires_grad=True)

@@ -95,7 +95,7 @@ def _expand_ellipsis(items, ndim):
 def _apply_basic(t: Tensor, items):
     """Apply ints, slices and None as views; return the view and [(dim, index tensor)]."""
     lone_full_slice = len(items) == 1 and isinstance(items[0], slice) and items[0] == slice(None)
-    result, dim, tensors = t, 0, []
+    result, dim, tensors, ints = t, 0, [], 0   # (an error counts the dims ints took away: ``ints``)
     for item in items:
         if item is None:
             result = unsqueeze(result, dim)
@@ -107,8 +107,9 @@ def _apply_basic(t: Tensor, items):
         elif isinstance(item, int):
             size = result._data.shape[dim]
             if not -size <= item < size:
-                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+                raise IndexError(f"index {item} is out of bounds for dimension {dim + ints} with size {size}")
             result = dispatch(OPS["select"], (result,), {"dim": dim, "index": item % size})
+            ints += 1
         elif isinstance(item, slice):
             size = result._data.shape[dim]
             if item.step is not None and item.step <= 0:
@@ -227,6 +228,7 @@ def setitem(t: Tensor, index, value) -> None:
             return
         index = None
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
+    _check_ints(items, t._data.shape)
     template, tensors = _full_template(items)
     if tensors or any(isinstance(item, bool) for item in items):
         view_template, view_tensors = _view_then_template(items, t._data.shape)
@@ -248,9 +250,8 @@ def setitem(t: Tensor, index, value) -> None:
         value = to_dtype(value, t._data.dtype)
     attrs = {"template": template}
     shape = value._data.shape
-    if not tensors and shape:
-        region = locate(_shape_only(t._data.shape), template, ())
-        region = region[0][region[1]].shape
+    region = _region_shape(t, template) if not tensors and shape else None
+    if region is not None:
         if shape != region:  # PyTorch views the value without its leading 1-sized dims, then expands it
             value = view(value, _without_leading_ones(shape))
             if value._data.shape != region:
@@ -266,6 +267,35 @@ def setitem(t: Tensor, index, value) -> None:
         dispatch_inplace(OPS[f"index_put{len(tensors)}"], t, (value,) + tensors, attrs)
     except ValueError as exc:  # NumPy could not broadcast the value
         raise _value_shape_error(t, template, tensors, value, exc) from None
+    except IndexError as exc:  # an index tensor out of range (NumPy's axis is a dim of the view indexed)
+        raise IndexError(str(exc).replace(" axis ", " dimension ")) from None
+
+
+def _check_ints(items, shape) -> None:
+    """PyTorch's error for an int out of range, naming the dim as it counts them: every item before it,
+    None and bools included, counts one (an index tensor, its dims)."""
+    dim = source_dim = 0
+    for item in items:
+        if item is None or isinstance(item, bool):
+            dim += 1
+            continue
+        if isinstance(item, int):
+            size = shape[source_dim]
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+        width = _dims_consumed(item) if isinstance(item, Tensor) else 1
+        dim += width
+        source_dim += width
+
+
+def _region_shape(t: Tensor, template):
+    """The shape ``t[template]`` has (no tensors in it), or None for an index out of range (the write
+    then raises PyTorch's error)."""
+    array, where = locate(_shape_only(t._data.shape), template, ())
+    try:
+        return array[where].shape
+    except IndexError:
+        return None
 
 
 def _shape_only(shape):
@@ -282,7 +312,7 @@ def _without_leading_ones(shape) -> tuple:
 
 def _value_shape_error(t: Tensor, template, tensors, value: Tensor, exc: Exception) -> Exception:
     """PyTorch's error for a value that does not broadcast to the indexed region."""
-    array, where = locate(np.broadcast_to(np.zeros((), np.int8), t._data.shape), template, [i._data for i in tensors])
+    array, where = locate(_shape_only(t._data.shape), template, [i._data for i in tensors])
     region = array[where]
     if tensors:
         return RuntimeError(f"shape mismatch: value tensor of shape {list(value._data.shape)} cannot be broadcast "

@@ -34,7 +34,7 @@ def _dtypes_for(op: OpDef, arrays, attrs):
     if not arrays:
         return None, None
     first = arrays[0].dtype
-    if first.kind == "u" and first in _WIDE_UNSIGNED:
+    if first in _WIDE_UNSIGNED:
         _dtypes.refuse_wide_unsigned(op.name, first)
     if rule == "same":
         return None, first

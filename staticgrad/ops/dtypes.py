@@ -144,11 +144,14 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         if not group:
             continue
         cat = max(category_of(d) for d in group)
-        if cat != FLOAT and len(group) > 1:
-            _refuse_wide_unsigned_promotion(group)
         members = [d for d in group if category_of(d) == cat]  # float32 with int64 stays float32
         group_type = members[0]
         for d in members[1:]:
+            # PyTorch promotes uint16/32/64 with no other integer type (nor bool; but a where's bool
+            # condition joins the promotion here, so bool, of a lower category, is let through)
+            if d != group_type and (d in WIDE_UNSIGNED or group_type in WIDE_UNSIGNED):
+                raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+                                   f"promote {scalar_type_name(group_type)} and {scalar_type_name(d)}")
             group_type = np.promote_types(group_type, d)
         if result is None or cat > result_cat:
             result, result_cat = group_type, cat
@@ -157,18 +160,6 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         if cat > result_cat:
             result = default_float().np if cat == FLOAT else int64.np if cat == INT else bool_.np
     return result
-
-
-def _refuse_wide_unsigned_promotion(group) -> None:
-    """PyTorch promotes uint16/32/64 with no other integer type. (Nor with bool; but a where's bool
-    condition joins the promotion here, so bool is let through.)"""
-    wide = [d for d in group if d in WIDE_UNSIGNED]
-    if wide:
-        other = next((d for d in group if d != wide[0] and d.kind != "b"), None)
-        if other is not None:
-            first, second = (wide[0], other) if group.index(wide[0]) < group.index(other) else (other, wide[0])
-            raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
-                               f"{scalar_type_name(first)} and {scalar_type_name(second)}")
 
 
 def scalar_type_name(np_dtype) -> str:

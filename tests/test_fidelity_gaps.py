@@ -433,3 +433,18 @@ def test_a_compiled_function_on_wide_unsigned_tensors_replays_as_eager():
             assert g.dtype == e.dtype
             np.testing.assert_array_equal(g.numpy(), e.numpy())
     assert compiled.stats.replays == 2
+
+
+REPRS = {
+    "uint64": lambda lib: lib.from_numpy(np.array([1, 2, 2**64 - 1], np.uint64)),
+    "int32_fits": lambda lib: lib.arange(30, dtype=lib.int32),
+    "two_suffixes": lambda lib: lib.ones(2, 12, dtype=lib.float64).requires_grad_() * 3,
+    "grad_fn": lambda lib: lib.arange(30.0).requires_grad_() * 2,
+    "empty": lambda lib: lib.zeros(0, 3, dtype=lib.int32),
+}
+
+
+@pytest.mark.parametrize("name", REPRS)
+def test_a_long_repr_puts_its_suffixes_where_pytorchs_does(name):
+    shown = [repr(REPRS[name](lib)).replace("torch.", "").replace("staticgrad.", "") for lib in (torch, sg)]
+    assert shown[1] == shown[0]

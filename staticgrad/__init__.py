@@ -25,7 +25,7 @@ from staticgrad._eager.movement import (argsort, diag, diag_embed, diagonal, fli
                                        unflatten)
 from staticgrad._eager.einsum import einsum
 from staticgrad.ops.dtypes import (bool_ as bool, float16, float32, float64, int8, int16, int32, int64,
-                                   uint8, DType as dtype)
+                                   uint8, uint16, uint32, uint64, DType as dtype)
 from staticgrad._eager.tensor import Device as device
 from staticgrad._eager.casts import floor_divide, fmod, remainder
 from staticgrad._eager.reductions_more import (all, allclose, any, cummax, cummin, cumprod, cumsum, isclose,

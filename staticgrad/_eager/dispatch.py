@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import Node, SavedTensor, grad_accumulator
+from staticgrad._eager.node import NODE_CLASSES, SavedTensor, grad_accumulator
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS, OpDef
@@ -20,20 +20,26 @@ from staticgrad.ops.registry import ATTR, INPUT, RESULT, SHAPE
 
 # Scalar attributes that take part in type promotion (PyTorch wraps them as numbers); None is an
 # absent bound (clamp's min or max).
+_WIDE_UNSIGNED = _dtypes.WIDE_UNSIGNED
 PROMOTING_ATTRS = ("other", "exponent", "base", "min", "max")
 
 def _dtypes_for(op: OpDef, arrays, attrs):
     """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
     rule = op.dtype_rule
     if rule == "attr":
-        return None, np.dtype(attrs["dtype"])
+        dtype = np.dtype(attrs["dtype"])
+        if dtype in _WIDE_UNSIGNED:
+            _dtypes.refuse_wide_unsigned(op.name, dtype)
+        return None, dtype
     if not arrays:
         return None, None
+    first = arrays[0].dtype
+    if first in _WIDE_UNSIGNED:
+        _dtypes.refuse_wide_unsigned(op.name, first)
     if rule == "same":
-        return None, arrays[0].dtype
+        return None, first
     if rule == "index":
         return None, np.dtype(np.int64)
-    first = arrays[0].dtype
     n = len(arrays)
     # Fast path: one or two inputs of one float dtype (most ops) need no promotion.
     if n == 1:
@@ -49,6 +55,8 @@ def _dtypes_for(op: OpDef, arrays, attrs):
         dims = [a.dtype for a in arrays if a.ndim]
         zeros = [a.dtype for a in arrays if not a.ndim]
         compute = _dtypes.result_type(dims, zeros, scalars)
+        if compute in _WIDE_UNSIGNED:
+            _dtypes.refuse_wide_unsigned(op.name, compute)
     if rule == "float":
         compute = _dtypes.floating_result(compute)
     cast = None if uniform and compute == first else compute
@@ -142,7 +150,9 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
         edges.append((None, 0))
         meta.append(None)
         needs.append(False)
-    node = Node(op, attrs, tuple(edges), tuple(meta), len(outputs))
+    name = op.node_name   # the node is of PyTorch's class for its name (one dict lookup)
+    node = NODE_CLASSES[name if name.__class__ is str else name(attrs)](op, attrs, tuple(edges), tuple(meta),
+                                                                        len(outputs))
     if op.saves:
         saved = {}
         freeable = []

@@ -755,7 +755,8 @@ def expand(input, *sizes):
     sizes = shape_argument(sizes)
     shape = input._data.shape
     if len(sizes) < len(shape):
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of sizes "
+        raise RuntimeError(f"expand(torch.{_dtypes.from_numpy_dtype(input._data.dtype).tensor_type}"
+                           f"{{{list(shape)}}}, size={list(sizes)}): the number of sizes "
                            f"provided ({len(sizes)}) must be greater or equal to the number of dimensions in the "
                            f"tensor ({len(shape)})")
     lead = len(sizes) - len(shape)
@@ -815,8 +816,13 @@ def _cat(tensors, dim: int, name: str):
     for position, t in enumerate(tensors):
         if t._data.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {position}) cannot be concatenated")
-    d = _normalize_dim(dim, tensors[0]._data.ndim)
-    sizes = tuple(t._data.shape[d] if t._data.ndim > d else 0 for t in tensors)
+    # PyTorch skips legacy empty tensors (shape (0,)) among others: they join the dtype, not the shapes
+    legacy = [t._data.shape == (0,) for t in tensors]
+    kept = [t for t, skip in zip(tensors, legacy) if not skip]
+    if not kept:
+        return dispatch(_op("cat"), tensors, {"dim": 0, "sizes": (0,) * len(tensors)})
+    d = _normalize_dim(dim, kept[0]._data.ndim)
+    sizes = tuple(None if skip else t._data.shape[d] if t._data.ndim > d else 0 for t, skip in zip(tensors, legacy))
     return dispatch(_op("cat"), tensors, {"dim": d, "sizes": sizes})
 
 

@@ -9,15 +9,16 @@ import numpy as np
 
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
-from staticgrad._eager.functions import expand, full_like_scalar, reshape, to_dtype, unsqueeze
+from staticgrad._eager.functions import _scalar_type, expand, full_like_scalar, reshape, to_dtype, unsqueeze, view
+from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad.ops.shape import MAX_INDEX_TENSORS
-from staticgrad.ops.shape import _build_index as build_index
+from staticgrad.ops.shape import MAX_INDEX_TENSORS, VIEW_THEN, locate
 
 FULL_SLICE = ("slice", None, None, None)
+_WIDE_UNSIGNED = _dtypes.WIDE_UNSIGNED
 
 
 def _as_index_tensor(item):
@@ -26,7 +27,7 @@ def _as_index_tensor(item):
     array = np.asarray(item)
     if array.size == 0 and array.dtype.kind == "f":  # an empty list: no indices
         array = array.astype(np.int64)
-    if array.dtype.kind not in "iub":
+    if array.dtype.kind not in "iub" or array.dtype in _WIDE_UNSIGNED:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     dtype = _dtypes.bool_ if array.dtype.kind == "b" else _dtypes.int64
     return tensor(array.tolist() if isinstance(item, (list, tuple)) else array, dtype=dtype)
@@ -59,7 +60,7 @@ def _normalize(index, byte_masks: bool = False):
             warnings.warn("indexing with dtype staticgrad.uint8 is now deprecated, please use a dtype "
                           "staticgrad.bool instead.", UserWarning, stacklevel=3)
             item = to_dtype(item, _dtypes.bool_)
-        elif isinstance(item, Tensor) and item._data.dtype.kind not in "iub":
+        elif isinstance(item, Tensor) and (item._data.dtype.kind not in "iub" or item._data.dtype in _WIDE_UNSIGNED):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         elif (isinstance(item, Tensor) and item._data.ndim == 0 and item._data.dtype.kind in "iu"
               and Tracing.tracer is None):
@@ -94,18 +95,21 @@ def _expand_ellipsis(items, ndim):
 def _apply_basic(t: Tensor, items):
     """Apply ints, slices and None as views; return the view and [(dim, index tensor)]."""
     lone_full_slice = len(items) == 1 and isinstance(items[0], slice) and items[0] == slice(None)
-    result, dim, tensors = t, 0, []
+    result, dim, tensors, ints = t, 0, [], 0   # (an error counts the dims ints took away: ``ints``)
     for item in items:
         if item is None:
             result = unsqueeze(result, dim)
             dim += 1
-        elif isinstance(item, bool):
-            raise IndexError("staticgrad does not support indexing with a Python bool")
+        elif isinstance(item, bool):  # PyTorch's rule: a new dim of size 1, then a mask over it (False: empty)
+            result = unsqueeze(result, dim)
+            tensors.append((dim, _bool_mask(item)))
+            dim += 1
         elif isinstance(item, int):
             size = result._data.shape[dim]
             if not -size <= item < size:
-                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+                raise IndexError(f"index {item} is out of bounds for dimension {dim + ints} with size {size}")
             result = dispatch(OPS["select"], (result,), {"dim": dim, "index": item % size})
+            ints += 1
         elif isinstance(item, slice):
             size = result._data.shape[dim]
             if item.step is not None and item.step <= 0:
@@ -124,6 +128,11 @@ def _apply_basic(t: Tensor, items):
             raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors are "
                              f"valid indices (got {type(item).__name__})")
     return result, tensors
+
+
+def _bool_mask(item: bool) -> Tensor:
+    """A Python bool index as the one-element mask PyTorch indexes its new dim with."""
+    return tensor([item], dtype=_dtypes.bool_)
 
 
 def _template(tensors):
@@ -176,35 +185,135 @@ def _full_template(items):
     return tuple(template), tuple(tensors)
 
 
+def _view_then_template(items, shape):
+    """The template of an index with tensors as PyTorch applies it: its ints, slices, None and bools as
+    a view (a bool adds a dim its one-element mask then indexes), the index tensors on that view; and
+    the tensors. None when the plain part makes no view (it is whole slices): the plain template serves."""
+    plain, tensors, made_view, dim, source_dim = [], [], False, 0, 0
+    for item in items:
+        if item is None or isinstance(item, bool):
+            plain.append(None)
+            made_view = True
+            if isinstance(item, bool):
+                tensors.append((dim, _bool_mask(item)))
+            dim += 1
+        elif isinstance(item, int):
+            plain.append(item)
+            made_view = True
+            source_dim += 1
+        elif isinstance(item, slice):
+            plain.append(("slice", item.start, item.stop, item.step))
+            if item.indices(shape[source_dim]) != (0, shape[source_dim], 1):
+                made_view = True
+            dim += 1
+            source_dim += 1
+        else:
+            width = _dims_consumed(item)
+            plain.extend([FULL_SLICE] * width)
+            tensors.append((dim, item))
+            dim += width
+            source_dim += width
+    if not made_view:
+        return None, None
+    return tuple(plain) + (VIEW_THEN,) + _template(tensors), tuple(i for _, i in tensors)
+
+
 def setitem(t: Tensor, index, value) -> None:
     """``t[index] = value`` in place; the node PyTorch shows: IndexPutBackward0 with index tensors,
     torch::autograd::CopySlices for a view, CopyBackwards / FillBackward3 for the whole tensor."""
+    if type(index) is bool:   # PyTorch's rule for a lone bool (not in a tuple): True writes t[None], False nothing
+        if not index:
+            if not isinstance(value, Tensor):
+                full_like_scalar(t, value)  # (a value that is no number fails as it would otherwise)
+            return
+        index = None
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
+    _check_ints(items, t._data.shape)
     template, tensors = _full_template(items)
+    if tensors or any(isinstance(item, bool) for item in items):
+        view_template, view_tensors = _view_then_template(items, t._data.shape)
+        if view_template is not None:
+            template, tensors = view_template, view_tensors
     if len(tensors) > MAX_INDEX_TENSORS:
         raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
     if not isinstance(value, Tensor):
         value = full_like_scalar(t, value)
+    elif tensors and value._data.dtype != t._data.dtype:
+        array, where = locate(_shape_only(t._data.shape), template, [i._data for i in tensors])
+        try:   # PyTorch checks the shapes first
+            np.broadcast_to(_shape_only(_without_leading_ones(value._data.shape)), array[where].shape)
+        except ValueError as exc:
+            raise _value_shape_error(t, template, tensors, value, exc) from None
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got {_scalar_type(t)} for "
+                           f"the destination and {_scalar_type(value)} for the source.")
     if value._data.dtype != t._data.dtype:
         value = to_dtype(value, t._data.dtype)
     attrs = {"template": template}
-    if not tensors and _selects_whole(template, t._data.shape):
-        attrs["node_name"] = _whole_write_node_name(t, value)
     shape = value._data.shape
-    if shape and shape[0] == 1:  # PyTorch drops the value's leading 1-sized dims before broadcasting it
-        kept = 0
-        while kept < len(shape) and shape[kept] == 1:
-            kept += 1
-        value = reshape(value, shape[kept:])
+    region = _region_shape(t, template) if not tensors and shape else None
+    if region is not None:
+        if shape != region:  # PyTorch views the value without its leading 1-sized dims, then expands it
+            value = view(value, _without_leading_ones(shape))
+            if value._data.shape != region:
+                value = expand(value, region)
+    elif tensors and shape and shape[0] == 1:  # PyTorch drops the value's leading 1-sized dims
+        value = reshape(value, _without_leading_ones(shape))
+    whole = not tensors and _selects_whole(template, t._data.shape)
+    if whole:
+        attrs["node_name"] = _whole_write_node_name(t, value)
+    elif GradMode.enabled and t._requires_grad and t.grad_fn is None and (not tensors or VIEW_THEN in template):
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     try:
         dispatch_inplace(OPS[f"index_put{len(tensors)}"], t, (value,) + tensors, attrs)
     except ValueError as exc:  # NumPy could not broadcast the value
         raise _value_shape_error(t, template, tensors, value, exc) from None
+    except IndexError as exc:  # an index tensor out of range (NumPy's axis is a dim of the view indexed)
+        raise IndexError(str(exc).replace(" axis ", " dimension ")) from None
+
+
+def _check_ints(items, shape) -> None:
+    """PyTorch's error for an int out of range, naming the dim as it counts them: every item before it,
+    None and bools included, counts one (an index tensor, its dims)."""
+    dim = source_dim = 0
+    for item in items:
+        if item is None or isinstance(item, bool):
+            dim += 1
+            continue
+        if isinstance(item, int):
+            size = shape[source_dim]
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+        width = _dims_consumed(item) if isinstance(item, Tensor) else 1
+        dim += width
+        source_dim += width
+
+
+def _region_shape(t: Tensor, template):
+    """The shape ``t[template]`` has (no tensors in it), or None for an index out of range (the write
+    then raises PyTorch's error)."""
+    array, where = locate(_shape_only(t._data.shape), template, ())
+    try:
+        return array[where].shape
+    except IndexError:
+        return None
+
+
+def _shape_only(shape):
+    """An array of ``shape`` that takes no memory: indexing it gives a region's shape."""
+    return np.broadcast_to(np.zeros((), np.int8), shape)
+
+
+def _without_leading_ones(shape) -> tuple:
+    kept = 0
+    while kept < len(shape) and shape[kept] == 1:
+        kept += 1
+    return shape[kept:]
 
 
 def _value_shape_error(t: Tensor, template, tensors, value: Tensor, exc: Exception) -> Exception:
     """PyTorch's error for a value that does not broadcast to the indexed region."""
-    region = np.broadcast_to(np.zeros((), np.int8), t._data.shape)[build_index(template, [i._data for i in tensors])]
+    array, where = locate(_shape_only(t._data.shape), template, [i._data for i in tensors])
+    region = array[where]
     if tensors:
         return RuntimeError(f"shape mismatch: value tensor of shape {list(value._data.shape)} cannot be broadcast "
                             f"to indexing result of shape {list(region.shape)}")

@@ -200,11 +200,17 @@ class Node(_Hookable):
         self.metadata = None
         self._n_outputs = n_outputs
 
+    _plain = True   # made by an op (not a replay's ReleasedNode nor a rewired PassOn)
+    _repr_prefix = ""   # a custom autograd.Function's node shows its module, as PyTorch's does
+
     def name(self) -> str:
         return self.op.grad_node_name(self.attrs)
 
     def __repr__(self) -> str:
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{self._repr_prefix}{type(self).__name__} object at {hex(id(self))}>"
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(f"cannot pickle '{type(self).__name__}' object")   # (copy and deepcopy too)
 
     # ---- saved values ------------------------------------------------------------------------
 
@@ -290,6 +296,7 @@ class AccumulateGrad(_Hookable):
     __slots__ = ("__weakref__", "_post_hooks", "_pre_hooks", "_seq", "metadata", "variable")
     next_functions = ()
     _released = False
+    _plain = False
     _n_outputs = 1
 
     def __init__(self, variable):
@@ -305,8 +312,42 @@ class AccumulateGrad(_Hookable):
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {hex(id(self))}>"
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError("cannot pickle 'AccumulateGrad' object")
+
     def saved_slots(self) -> list:
         return []
+
+
+AccumulateGrad.__module__ = "builtins"   # ``str(type(node))`` reads "<class 'AccumulateGrad'>", as in PyTorch
+
+
+class _NodeClasses(dict):
+    """Node name -> the subclass of Node of that name (PyTorch's node class: ``MulBackward0``,
+    ``CopySlices`` for ``torch::autograd::CopySlices``), made on first use, then one dict lookup."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base):
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, name: str) -> type:
+        return self.make(name, "builtins")
+
+    def make(self, name: str, module: str) -> type:
+        """The class for ``name`` (made in ``module`` if it is new)."""
+        cls = self.get(name)
+        if cls is None:
+            short = name.rpartition("::")[2]
+            cls = self[name] = type(self.base)(short, (self.base,), {"__slots__": (), "__module__": module,
+                                                                      "__qualname__": short})
+            if module != "builtins":
+                cls._repr_prefix = module + "."
+        return cls
+
+
+NODE_CLASSES = _NodeClasses(Node)
 
 
 def grad_accumulator(tensor) -> AccumulateGrad:
@@ -334,10 +375,14 @@ class _RemovableHandle:
 
 
 class ReleasedNode(Node):
-    """The grad_fn of a tensor a replay returns: it has the name of the node the eager call
-    built, and like that node after backward its saved buffers are gone."""
+    """The grad_fn of a tensor a replay returns: it has the name (and class name) of the node the
+    eager call built, and like that node after backward its saved buffers are gone."""
 
     __slots__ = ("_name",)
+    _plain = False
+
+    def __new__(cls, name: str):
+        return object.__new__(RELEASED_CLASSES[name] if cls is ReleasedNode else cls)
 
     def __init__(self, name: str):
         Node.__init__(self, None, {}, (), ())
@@ -357,12 +402,19 @@ class ReleasedNode(Node):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
 
+RELEASED_CLASSES = _NodeClasses(ReleasedNode)
+
+
 class PassOn(Node):
     """A node whose gradients go on unchanged along its edges: a compiled call whose graph a double
     backward rebuilt, rewired to the rebuilt outputs. The engine follows its edges in its place, so
     that what reaches it joins the rebuilt graph's buffers as each gradient comes, as in eager."""
 
     __slots__ = ()
+    _plain = False
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
 
 
 def resolved(node, nr: int) -> tuple:

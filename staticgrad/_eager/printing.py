@@ -52,4 +52,20 @@ def tensor_repr(t) -> str:
         suffix.append("requires_grad=True")
     if array.size == 0 and array.ndim != 1:
         suffix.insert(0, f"size={tuple(array.shape)}")
-    return "tensor(" + body + "".join(", " + s for s in suffix) + ")"
+    return "tensor(" + body + _suffixes(body, suffix) + ")"
+
+
+def _suffixes(body: str, suffix: list) -> str:
+    """``, dtype=..., grad_fn=...`` after the values; a suffix that would take the last line past 80
+    columns starts a new line under the values (widths counted as PyTorch's text, "torch." for
+    "staticgrad.", so that lines break where PyTorch's do)."""
+    text, line = "", len("tensor(") + len(body) if "\n" not in body else len(body.rsplit("\n", 1)[1])
+    for s in suffix:
+        width = len(s) - s.count("staticgrad.") * (len("staticgrad.") - len("torch."))
+        if line + width + 2 > 80:
+            text += ",\n" + " " * len("tensor(") + s
+            line = len("tensor(") + width
+        else:
+            text += ", " + s
+            line += width + 2
+    return text

@@ -19,7 +19,7 @@ import warnings
 from staticgrad._eager.creation import zeros
 from staticgrad._eager.dispatch import _record_node
 from staticgrad._eager.grad_mode import GradMode, no_grad
-from staticgrad._eager.node import SavedTensor
+from staticgrad._eager.node import NODE_CLASSES, SavedTensor
 from staticgrad._eager.tensor import Tensor
 from staticgrad.ops.registry import OpDef
 
@@ -67,6 +67,7 @@ def _backward_op(cls) -> OpDef:
     if op is None:
         op = OpDef(f"autograd_function:{cls.__module__}.{cls.__qualname__}", _no_forward, "other",
                    f"{cls.__name__}Backward", functools.partial(_run_backward, cls))
+        NODE_CLASSES.make(op.node_name, __name__)   # its node's class lives here, as PyTorch's does
         cls._staticgrad_op = op
     return op
 

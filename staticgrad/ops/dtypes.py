@@ -18,6 +18,11 @@ class DType:
         self.category = category
         self.tensor_type = tensor_type
 
+    @property
+    def is_signed(self) -> bool:
+        """Holds negative values (floats and signed integers), as ``torch.dtype.is_signed``."""
+        return self.np.kind in "fi"
+
     def __repr__(self) -> str:
         return f"staticgrad.{self.name}"
 
@@ -36,9 +41,44 @@ int16 = DType("int16", np.int16, INT, "ShortTensor")
 int8 = DType("int8", np.int8, INT, "CharTensor")
 uint8 = DType("uint8", np.uint8, INT, "ByteTensor")
 bool_ = DType("bool", np.bool_, BOOL, "BoolTensor")
+# PyTorch's "shell" unsigned types: made, converted, printed and compared for equality, while most
+# arithmetic refuses them (``WIDE_UNSIGNED_OPS`` lists the ops that take them)
+uint16 = DType("uint16", np.uint16, INT, "UInt16Tensor")
+uint32 = DType("uint32", np.uint32, INT, "UInt32Tensor")
+uint64 = DType("uint64", np.uint64, INT, "UInt64Tensor")
 
-ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)
+ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_, uint16, uint32, uint64)
 _BY_NUMPY = {d.np: d for d in ALL}
+WIDE_UNSIGNED = frozenset((uint16.np, uint32.np, uint64.np))
+
+# The ops PyTorch runs on uint16/32/64 tensors (the others raise NotImplementedError): views,
+# copies and casts, creation, equality, mul, true division, sums, bitwise and/or/xor, sort, cat/stack,
+# where and reading with index tensors. KERNEL_NAMES: PyTorch's kernel name in the refusal.
+WIDE_UNSIGNED_OPS = frozenset((
+    "alias", "detach", "expand", "permute", "reshape_alias", "select", "slice", "split", "split_with_sizes",
+    "squeeze", "t", "transpose", "unbind", "unsqueeze", "view", "unsafe_view", "diagonal", "unfold",
+    "view_dtype", "clone", "checked_clone", "copy", "to_dtype", "contiguous", "fill", "full", "zeros_like",
+    "randint", "eq", "eq_scalar", "ne", "ne_scalar", "mul", "mul_scalar", "mul_scalar_cpp", "div", "div_scalar",
+    "div_scalar_cpp", "sum", "prod", "cumsum", "cumprod", "all", "any", "bitwise_and", "bitwise_and_scalar",
+    "bitwise_or", "bitwise_or_scalar", "bitwise_xor", "bitwise_xor_scalar", "sort", "argsort", "unique",
+    "unique_consecutive", "cat", "stack", "where", "repeat", "roll", "index_put0",
+) + tuple(f"index{n}" for n in range(9)))
+KERNEL_NAMES = {
+    "add": "add_stub", "add_scalar": "add_stub", "sub": "add_stub", "sub_scalar": "add_stub", "rsub_scalar": "add_stub",
+    "lt": "lt_cpu", "lt_scalar": "lt_cpu", "le": "le_cpu", "le_scalar": "le_cpu", "gt": "gt_cpu",
+    "gt_scalar": "gt_cpu", "ge": "ge_cpu", "ge_scalar": "ge_cpu", "neg": "neg_cpu", "abs": "abs_cpu",
+    "sign": "sign_cpu", "amax": "max_all", "amin": "min_all", "max_dim": "max_all", "min_dim": "min_all",
+    "argmax": "argmax_cpu", "argmin": "argmin_cpu", "arange": "arange_cpu", "linspace": "linspace_cpu",
+    "flip": "flip_cpu", "nonzero": "nonzero_count_cpu", "isin": "isin_default_cpu", "topk": "topk_cpu",
+    "maximum": "maximum_cpu", "minimum": "minimum_cpu", "clamp": "clamp_scalar_cpu", "pow": "pow",
+    "pow_scalar": "pow", "remainder": "remainder_cpu", "remainder_scalar": "remainder_cpu",
+    "floor_divide": "div_floor_cpu", "floor_divide_scalar": "div_floor_cpu", "bitwise_not": "bitwise_not_cpu",
+    "bitwise_left_shift": "lshift_cpu", "bitwise_left_shift_scalar": "lshift_cpu",
+    "bitwise_right_shift": "rshift_cpu", "bitwise_right_shift_scalar": "rshift_cpu", "mm": "addmm_impl_cpu_",
+    "masked_fill": "masked_fill", "masked_fill_tensor": "masked_fill", "gather": "scatter_gather_tensor_cpu",
+    "tril": "tril", "triu": "triu", "eye": "eye", "rand": "check_uniform_bounds", "randperm": "randperm",
+    "index_select": "index_select", **{f"index_put{n}": "index_put" for n in range(1, 9)},
+}
 
 
 class _DefaultFloat:
@@ -65,7 +105,7 @@ def from_numpy_dtype(np_dtype) -> DType:
     except KeyError:
         raise TypeError(
             f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types are: "
-            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+            "float64, float32, float16, int64, int32, int16, int8, uint64, uint32, uint16, uint8, and bool."
         ) from None
 
 
@@ -107,6 +147,11 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         members = [d for d in group if category_of(d) == cat]  # float32 with int64 stays float32
         group_type = members[0]
         for d in members[1:]:
+            # PyTorch promotes uint16/32/64 with no other integer type (nor bool; but a where's bool
+            # condition joins the promotion here, so bool, of a lower category, is let through)
+            if d != group_type and (d in WIDE_UNSIGNED or group_type in WIDE_UNSIGNED):
+                raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+                                   f"promote {scalar_type_name(group_type)} and {scalar_type_name(d)}")
             group_type = np.promote_types(group_type, d)
         if result is None or cat > result_cat:
             result, result_cat = group_type, cat
@@ -115,6 +160,18 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         if cat > result_cat:
             result = default_float().np if cat == FLOAT else int64.np if cat == INT else bool_.np
     return result
+
+
+def scalar_type_name(np_dtype) -> str:
+    """PyTorch's ScalarType name of a dtype (Float, Long, UInt16)."""
+    return from_numpy_dtype(np_dtype).tensor_type[:-6]
+
+
+def refuse_wide_unsigned(op_name: str, np_dtype) -> None:
+    """PyTorch's NotImplementedError for an op it does not run on uint16/32/64."""
+    if op_name not in WIDE_UNSIGNED_OPS:
+        raise NotImplementedError(f'"{KERNEL_NAMES.get(op_name, op_name)}" not implemented for '
+                                  f"'{scalar_type_name(np_dtype)}'")
 
 
 def floating_result(np_dtype: np.dtype) -> np.dtype:

@@ -36,7 +36,7 @@ def _numel_reduced(shape, dim):
 
 
 def _sum(a, out=None, dim=None, keepdim=False, dtype=None):
-    if dtype is None and a.dtype.kind in "bi":
+    if dtype is None and a.dtype.kind in "biu":
         dtype = np.int64
     if a.dtype == np.float16 and (dtype is None or np.dtype(dtype) == np.float16):
         return half_sum(a, dim, keepdim, out)

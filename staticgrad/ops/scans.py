@@ -33,7 +33,7 @@ def _dim_of(a, dim):
 # ---- cumsum -------------------------------------------------------------------------------------
 
 def _cumsum(a, out=None, dim=0, reverse=False, dtype=None):
-    if dtype is None and a.dtype.kind in "bi":
+    if dtype is None and a.dtype.kind in "biu":
         dtype = np.int64
     flat, d = _dim_of(a, dim)
     return _into(_flipped(np.cumsum, flat, d, reverse, dtype=dtype).reshape(a.shape), out)
@@ -124,7 +124,7 @@ register(OpDef("exclusive_cumprod", _exclusive_cumprod, "other", "CumprodBackwar
 
 
 def _cumprod(a, out=None, dim=0, dtype=None):
-    if dtype is None and a.dtype.kind in "bi":
+    if dtype is None and a.dtype.kind in "biu":
         dtype = np.int64
     flat, d = _dim_of(a, dim)
     return _into(np.cumprod(flat, axis=d, dtype=dtype).reshape(a.shape), out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -257,8 +258,22 @@ def _build_index(template, index_arrays):
     return tuple(parts)
 
 
+VIEW_THEN = "|"   # a template's marker: the plain index before it makes a view, the index after it indexes that
+
+
+def locate(a, template, index_arrays) -> tuple:
+    """(array, NumPy index) for ``a[template]``: ``a`` itself, or for a template with the VIEW_THEN
+    marker the view its plain part makes (PyTorch's indexing applies ints, slices, None and bools as
+    views first, then the index tensors on that view)."""
+    if VIEW_THEN not in template:
+        return a, _build_index(template, index_arrays)
+    cut = template.index(VIEW_THEN)
+    return a[_build_index(template[:cut], ())], _build_index(template[cut + 1:], index_arrays)
+
+
 def _index(a, *indices, out=None, template=()):
-    result = a[_build_index(template, indices)]
+    a, index = locate(a, template, indices)
+    result = a[index]
     if out is None:
         return result
     np.copyto(out, result)
@@ -267,7 +282,12 @@ def _index(a, *indices, out=None, template=()):
 
 def _index_error(shapes, attrs, exc):
     if isinstance(exc, IndexError):
-        return IndexError(str(exc).replace("axis", "dimension"))
+        message = str(exc)
+        if message.startswith("shape mismatch: indexing arrays"):   # PyTorch's words for index tensors
+            found = re.findall(r"\(([^)]*)\)", message.partition(" shapes ")[2])
+            shown = ", ".join("[" + ", ".join(d.strip() for d in f.split(",") if d.strip()) + "]" for f in found)
+            return IndexError(f"shape mismatch: indexing tensors could not be broadcast together with shapes {shown}")
+        return IndexError(message.replace("axis", "dimension"))
     return None
 
 
@@ -287,7 +307,8 @@ def _index_put_zeros(g, *indices, out=None, template=(), sizes=()):
         out = np.zeros(sizes, dtype=g.dtype)
     else:
         out.fill(0)
-    np.add.at(out, _build_index(template, indices), g)
+    view, index = locate(out, template, indices)
+    np.add.at(view, index, g)
     return out
 
 
@@ -304,7 +325,8 @@ def _index_put(a, v, *indices, out=None, template=(), node_name=None):
         out = np.array(a, copy=True)
     elif out is not a:
         np.copyto(out, a)
-    out[_build_index(template, indices)] = v
+    view, index = locate(out, template, indices)
+    view[index] = v
     return out
 
 
@@ -326,6 +348,12 @@ def _write_through_view_name(at) -> str:
     return at.get("node_name", "torch::autograd::CopySlices")
 
 
+def _index_put_name(at) -> str:
+    """``x[idx] = v`` with index tensors: IndexPutBackward0, or CopySlices when the index's plain part
+    made a view first (``x[0, [1]] = v``: PyTorch puts into the view ``x[0]``)."""
+    return "torch::autograd::CopySlices" if VIEW_THEN in at["template"] else "IndexPutBackward0"
+
+
 # One op per number of index tensors keeps each record's inputs and saves static; an index has at most
 # one tensor per dim, and PyTorch's tensors have at most 8 dims in practice (one index tensor per dim).
 MAX_INDEX_TENSORS = 8
@@ -337,7 +365,7 @@ for _n in range(0, MAX_INDEX_TENSORS + 1):
     register(OpDef(f"index_put_zeros{_n}", _index_put_zeros, "other", "IndexPutBackward0",
                    _index_put_zeros_backward, _saved_indices, "same", grad_inputs=(0,)))
     register(OpDef(f"index_put{_n}", _index_put, "other",  # inputs (self, values, *indices)
-                   "IndexPutBackward0" if _n else _write_through_view_name, _index_put_backward,
+                   _index_put_name if _n else _write_through_view_name, _index_put_backward,
                    tuple(Save(f"indices{i}", i + 2) for i in range(_n)),
                    "same", explain=_index_error, grad_inputs=(0, 1)))
 
@@ -345,13 +373,18 @@ for _n in range(0, MAX_INDEX_TENSORS + 1):
 # ---- joining -----------------------------------------------------------------------------------
 
 def _cat(*arrays, out=None, dim=0, sizes=()):
+    """``sizes`` holds each input's size along ``dim``, None for a legacy empty tensor (shape (0,))
+    among others, which cat skips."""
+    if None in sizes:
+        arrays = [a for a, size in zip(arrays, sizes) if size is not None]
     return np.concatenate(arrays, axis=dim, out=out)
 
 
 def _cat_error(shapes, attrs, exc):
     dim = attrs["dim"]
-    first = shapes[0]
-    for i, s in enumerate(shapes[1:], start=1):
+    numbered = [(i, s) for i, (s, size) in enumerate(zip(shapes, attrs["sizes"])) if size is not None]
+    first = numbered[0][1]
+    for i, s in numbered[1:]:
         if len(s) != len(first):
             return RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(s)}")
         for d in range(len(first)):
@@ -364,6 +397,9 @@ def _cat_error(shapes, attrs, exc):
 def _cat_backward(F, g, s, at, need):
     dim, grads, start = at["dim"], [], 0
     for size, needed in zip(at["sizes"], need):
+        if size is None:   # a legacy empty input cat skipped: its gradient is empty too
+            grads.append(F.full(shape=(0,), value=0, dtype=g._data.dtype) if needed else None)
+            continue
         grads.append(F.slice(g, dim=dim, start=start, end=start + size, step=1) if needed else None)
         start += size
     return tuple(grads)

@@ -122,7 +122,7 @@ register(OpDef("std_mean", _std_mean, "reduction", "StdMeanBackward0",
 # ---- prod -------------------------------------------------------------------------------------
 
 def _prod(a, out=None, dim=None, keepdim=False, dtype=None):
-    if dtype is None and a.dtype.kind in "bi":
+    if dtype is None and a.dtype.kind in "biu":
         dtype = np.int64
     axis = None if dim is None or a.ndim == 0 else (dim,)
     return _into(np.prod(a, axis=axis, keepdims=keepdim, dtype=dtype), out)

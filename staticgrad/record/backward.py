@@ -26,8 +26,8 @@ import numpy as np
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import (
+    NODE_CLASSES,
     AccumulateGrad,
-    Node,
     PassOn,
     SavedTensor,
     grad_accumulator,
@@ -624,7 +624,7 @@ class CompiledBackward:
         if call is not None and self.rebuild is not None and self.rebuild.refusal is None:
             attrs["call"] = (call, flat, [t._version_counter[0] for t in flat],
                              [t._version_counter[0] for t in self.rebuild.captured])
-        node = Node(self.opdef, attrs, edges, meta, len(self.trace.outputs))
+        node = NODE_CLASSES[self.opdef.grad_node_name(attrs)](self.opdef, attrs, edges, meta, len(self.trace.outputs))
         if "call" in attrs:
             attrs["node"] = weakref.ref(node)   # a double backward rewires it (_pass_on_to)
         live_nodes.add(node)
@@ -873,7 +873,7 @@ def _renumber_between(outputs: list, first: int, call: int) -> None:
     made, seen, stack = [], set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
     while stack:
         node = stack.pop()
-        if node in seen or type(node) is not Node or node._seq < first:
+        if node in seen or not node._plain or node._seq < first:
             continue
         seen.add(node)
         made.append(node)

@@ -30,7 +30,7 @@ import numpy as np
 
 from staticgrad._eager import engine
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import AccumulateGrad, Node, PassOn, SavedTensor
+from staticgrad._eager.node import AccumulateGrad, PassOn, ReleasedNode, SavedTensor
 from staticgrad._eager.node import walk as walk_nodes
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, bump_grad_epoch
@@ -130,7 +130,7 @@ def walk(tensors: tuple, grad_tensors: tuple | None, recording: bool = False) ->
     compiled = None
     for node in order:   # (the loop sees the nodes appended to ``order`` as it goes)
         kind = type(node)
-        if kind is not Node and kind is not PassOn:
+        if isinstance(node, ReleasedNode):
             raise _Unwalkable(f"a {node.name()} node (its saved buffers were freed by an earlier backward)")
         if node._released:
             raise _Unwalkable(f"{node.name()} was already released by an earlier backward")

@@ -116,14 +116,21 @@ def _sub(a, b, out=None, alpha=1):
     return np.subtract(a, b, out=out)
 
 
+_FMA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _scaled_add(a, b, alpha, out):
     """a + alpha * b for add and sub with an alpha: in float32 and float64 one fused multiply-add per
     element, rounded once, as PyTorch computes it; integers exactly, and float16 in its own steps."""
-    if np.result_type(a, b).kind != "f" or np.result_type(a, b) == np.float16:
-        return np.add(a, np.multiply(b, alpha), out=out)   # float16: PyTorch's half loops round otherwise
-    (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
+    dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+    if dtype not in _FMA_DTYPES:   # float16: PyTorch's half loops round otherwise
+        return np.add(a, np.multiply(b, alpha), out=out)
+    if a.shape == b.shape and a.dtype == b.dtype and a.flags.c_contiguous and b.flags.c_contiguous:
+        flat_a, flat_b, shape, work = a.reshape(-1), b.reshape(-1), a.shape, dtype   # the common case
+    else:
+        (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
     if (out is not None and out.dtype == work and out.flags.c_contiguous and out.shape == shape
-            and all(_same_or_apart(out, x) for x in (a, b))):
+            and _same_or_apart(out, a) and _same_or_apart(out, b)):
         flat = out.reshape(-1)   # in place (p.add_(d, alpha=-lr)): each element is read, then written
     else:
         flat = np.empty(flat_a.size, work)
@@ -134,7 +141,7 @@ def _scaled_add(a, b, alpha, out):
 def _same_or_apart(out, x) -> bool:
     """x is out's very memory and layout, or shares none of it: a loop writing out element by
     element then never overwrites an element of x before reading it."""
-    if not np.may_share_memory(out, x):
+    if x is out or not _may_share_memory(out, x):
         return True
     return (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
             and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])

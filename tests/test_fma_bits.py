@@ -91,6 +91,7 @@ def _train(lib, name, kwargs, weights, grads):
 
 EXACT = [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9}),
          ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+         ("SGD", {"lr": 0.1, "momentum": 0.9, "dampening": 0.3}),
          ("AdamW", {"lr": 1e-3}), ("Adam", {"lr": 1e-3, "weight_decay": 0.1})]
 CLOSE = [("Adam", {"lr": 1e-3}), ("RMSprop", {"lr": 1e-3}), ("Adagrad", {"lr": 0.01}), ("Adadelta", {"lr": 1.0}),
          ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.5})]
@@ -117,21 +118,23 @@ def test_optimizer_steps_are_within_last_bits_of_pytorchs(name, kwargs, seed):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
-def test_a_compiled_sgd_step_gives_pytorchs_bits():
-    """A whole training step, compiled: its fused update (p.add_(buf, alpha=-lr)) rounds as PyTorch's."""
-    w0 = RNG.standard_normal((8, 4)).astype(np.float32)
-    xs = [RNG.standard_normal((16, 8)).astype(np.float32) for _ in range(5)]
+@pytest.mark.parametrize("name, kwargs", [("SGD", {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3}),
+                                          ("AdamW", {"lr": 1e-2})])
+def test_a_compiled_training_step_gives_pytorchs_bits(name, kwargs):
+    """A whole training step, compiled: the loss (w * x).sum() has the gradient x exactly, so the
+    parameters differ from PyTorch's only if the fused update rounds otherwise."""
+    rng = np.random.default_rng(8)
+    w0 = rng.standard_normal((8, 4)).astype(np.float32)
+    xs = [rng.standard_normal((8, 4)).astype(np.float32) for _ in range(6)]
 
     def make(lib):
         w = lib.tensor(w0.copy(), requires_grad=True)
-        opt = lib.optim.SGD([w], lr=0.05, momentum=0.9, weight_decay=1e-3)
+        opt = getattr(lib.optim, name)([w], **kwargs)
 
         def step(x):
             opt.zero_grad()
-            loss = ((x @ w).tanh() ** 2).mean()
-            loss.backward()
+            (w * x).sum().backward()
             opt.step()
-            return loss
         return w, step
 
     w_sg, step_sg = make(sg)
@@ -141,4 +144,30 @@ def test_a_compiled_sgd_step_gives_pytorchs_bits():
         compiled(sg.tensor(x))
         step_t(torch.tensor(x))
     assert compiled.stats.replays >= 3
-    np.testing.assert_array_max_ulp(w_sg.detach().numpy(), w_t.detach().numpy(), maxulp=2)
+    same_bits(w_sg.detach().numpy(), w_t.detach().numpy(), f"{name} parameters")
+
+
+@pytest.mark.parametrize("dampening", [0.0, 0.3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eager_sgd_momentum_loop_equals_its_replayed_ops(dampening, dtype):
+    """The untraced SGD step (one Numba pass per parameter) and a replay of the traced ops give
+    the same bits, and move the same version counters."""
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((6, 5)).astype(dtype)
+    xs = [rng.standard_normal((7, 6)).astype(dtype) for _ in range(5)]
+    runs = []
+    for compiled in (False, True):
+        w = sg.tensor(w0.copy(), requires_grad=True)
+        opt = sg.optim.SGD([w], lr=0.05, momentum=0.8, dampening=dampening)
+
+        def step(x, w=w, opt=opt):
+            opt.zero_grad()
+            ((x @ w).tanh() ** 2).sum().backward()
+            opt.step()
+
+        run = sg.compile(step) if compiled else step
+        for x in xs:
+            run(sg.tensor(x))
+        runs.append((w.detach().numpy().copy(), opt.state[w]["momentum_buffer"].numpy().copy(), w._version))
+    same_bits(runs[1][0], runs[0][0], "parameter")
+    same_bits(runs[1][1], runs[0][1], "momentum buffer")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from staticgrad._eager.functions import clone
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
@@ -76,6 +78,13 @@ class SGD(Optimizer):
                 if buf is None:
                     buf = clone(d_p).detach()
                     state["momentum_buffer"] = buf
+                elif _one_loop(p._data, d_p._data, buf._data):
+                    _sgd_loop().momentum_update(p._data.reshape(-1), d_p._data.reshape(-1), buf._data.reshape(-1),
+                                                p._data.dtype.type(momentum), p._data.dtype.type(1 - dampening),
+                                                1 - dampening == 1, p._data.dtype.type(-lr))
+                    buf._version_counter[0] += 2
+                    p._version_counter[0] += 1
+                    continue
                 else:
                     data = buf._data
                     _MUL_SCALAR(data, out=data, other=momentum)
@@ -85,6 +94,30 @@ class SGD(Optimizer):
                 d_p = buf
             _ADD(p._data, d_p._data, out=p._data, alpha=-lr)
             p._version_counter[0] += 1
+
+
+def _one_loop(param, grad, buf) -> bool:
+    """The arrays suit sgd_loop's one pass: one float32 or float64 dtype, one shape, C-contiguous,
+    the gradient apart from the parameter and its buffer."""
+    dtype = param.dtype
+    return (dtype in _LOOP_DTYPES and grad.dtype == dtype and buf.dtype == dtype
+            and param.shape == grad.shape == buf.shape and param.flags.c_contiguous and grad.flags.c_contiguous
+            and buf.flags.c_contiguous and not np.may_share_memory(grad, param) and not np.may_share_memory(grad, buf)
+            and not np.may_share_memory(buf, param))
+
+
+_LOOP = None
+_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _sgd_loop():
+    """``staticgrad.optim.sgd_loop``, imported on the first untraced step with momentum (it loads Numba)."""
+    global _LOOP
+    if _LOOP is None:
+        from staticgrad.optim import sgd_loop  # here, not at the top: it loads Numba
+
+        _LOOP = sgd_loop
+    return _LOOP
 
 
 # The op table's own forwards, which the in-place ops above run through dispatch.

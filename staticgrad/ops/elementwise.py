@@ -59,7 +59,7 @@ def loop_operands(*arrays):
 
 # np.may_share_memory without its __array_function__ wrapper, where this NumPy has it: a third of
 # the call, which the loop ops make several times each (an out against each input)
-_may_share_memory = getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "may_share_memory",
+may_share_memory_fast = getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "may_share_memory",
                             np.may_share_memory)
 
 
@@ -70,7 +70,7 @@ def loop_output(size: int, work, out, inputs):
     if out is None or out.dtype != work or not out.flags.c_contiguous:
         return np.empty(size, work)
     for a in inputs:
-        if a is not None and _may_share_memory(out, a):
+        if a is not None and may_share_memory_fast(out, a):
             return np.empty(size, work)
     return out.reshape(-1)
 
@@ -81,7 +81,7 @@ def loop_result(flat, shape, dtype, out):
     if out is None:
         result = flat.reshape(shape)
         return result if result.dtype == dtype else result.astype(dtype)
-    if not _may_share_memory(flat, out):
+    if not may_share_memory_fast(flat, out):
         np.copyto(out, flat.reshape(shape), casting="unsafe")
     return out
 
@@ -141,7 +141,7 @@ def _scaled_add(a, b, alpha, out):
 def _same_or_apart(out, x) -> bool:
     """x is out's very memory and layout, or shares none of it: a loop writing out element by
     element then never overwrites an element of x before reading it."""
-    if x is out or not _may_share_memory(out, x):
+    if x is out or not may_share_memory_fast(out, x):
         return True
     return (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
             and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])

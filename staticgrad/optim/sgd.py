@@ -7,6 +7,7 @@ import numpy as np
 from staticgrad._eager.functions import clone
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
+from staticgrad.ops.elementwise import may_share_memory_fast
 from staticgrad.ops.quiet import restore, silence
 from staticgrad.optim.optimizer import Optimizer, hyper
 
@@ -102,8 +103,8 @@ def _one_loop(param, grad, buf) -> bool:
     dtype = param.dtype
     return (dtype in _LOOP_DTYPES and grad.dtype == dtype and buf.dtype == dtype
             and param.shape == grad.shape == buf.shape and param.flags.c_contiguous and grad.flags.c_contiguous
-            and buf.flags.c_contiguous and not np.may_share_memory(grad, param) and not np.may_share_memory(grad, buf)
-            and not np.may_share_memory(buf, param))
+            and buf.flags.c_contiguous and not may_share_memory_fast(grad, param)
+            and not may_share_memory_fast(grad, buf) and not may_share_memory_fast(buf, param))
 
 
 _LOOP = None

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import staticgrad
+from staticgrad._eager.node import Node as FunctionNode
 
 torch = pytest.importorskip("torch")
 
@@ -153,6 +154,6 @@ def node_names(fn) -> list:
         if node is None:
             names.append(None)
             continue
-        names.append(node.name() if isinstance(node, staticgrad.autograd.graph.Node) else type(node).__name__)
+        names.append(node.name() if isinstance(node, FunctionNode) else type(node).__name__)
         stack.extend(next_fn for next_fn, _ in reversed(node.next_functions))
     return names

@@ -448,3 +448,27 @@ REPRS = {
 def test_a_long_repr_puts_its_suffixes_where_pytorchs_does(name):
     shown = [repr(REPRS[name](lib)).replace("torch.", "").replace("staticgrad.", "") for lib in (torch, sg)]
     assert shown[1] == shown[0]
+
+
+def test_every_backward_node_is_an_autograd_graph_node_as_in_pytorch():
+    """torch.autograd.graph.Node answers isinstance for function nodes, custom Functions' nodes and
+    AccumulateGrad alike (an abstract class), and for nothing else."""
+    answers = []
+    for lib in (torch, sg):
+        class Triple(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 3
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+
+        x = lib.randn(2, requires_grad=True)
+        y = x * 2
+        node = lib.autograd.graph.Node
+        accumulate = y.grad_fn.next_functions[0][0]
+        answers.append((isinstance(accumulate, node), isinstance(y.grad_fn, node),
+                        isinstance(Triple.apply(x).grad_fn, node), isinstance(x, node), isinstance(None, node),
+                        issubclass(type(y.grad_fn), node), issubclass(type(accumulate), node), issubclass(int, node)))
+    assert answers[0] == answers[1] == (True, True, True, False, False, True, True, False)

@@ -1,7 +1,23 @@
-"""torch.autograd.graph: hooks on the tensors nodes save for backward (``saved_tensors_hooks``,
-``disable_saved_tensors_hooks``), the mechanism non-reentrant activation checkpointing uses."""
+"""torch.autograd.graph: the abstract ``Node`` every backward node is an instance of, and hooks on
+the tensors nodes save for backward (``saved_tensors_hooks``, ``disable_saved_tensors_hooks``), the
+mechanism non-reentrant activation checkpointing uses."""
 
-from staticgrad._eager.node import Node
+import abc
+
+from staticgrad._eager.node import AccumulateGrad
+from staticgrad._eager.node import Node as _FunctionNode
 from staticgrad._eager.saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks
 
 __all__ = ["Node", "disable_saved_tensors_hooks", "saved_tensors_hooks"]
+
+
+class Node(abc.ABC):  # noqa: B024 (abstract for isinstance only, as PyTorch's)
+    """What ``isinstance(fn, torch.autograd.graph.Node)`` asks of: every node of a backward graph,
+    the functions (``MulBackward0``, a custom Function's node) and ``AccumulateGrad`` alike, as
+    PyTorch's abstract class answers it. The nodes themselves are ``staticgrad._eager.node``'s."""
+
+    @classmethod
+    def __subclasshook__(cls, subclass):
+        if cls is Node and issubclass(subclass, (_FunctionNode, AccumulateGrad)):
+            return True
+        return NotImplemented

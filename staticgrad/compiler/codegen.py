@@ -140,8 +140,8 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
         if line is None:
             line = _statement(step, name, shapes)
             if i in hoisted:   # made once per arena in build; made here only if that gave a copy
-                out = name(step.outputs[0])
-                line = f"{out} = _h{step.outputs[0]} if _h{step.outputs[0]} is not None else {line[len(out) + 3:]}"
+                out, made = name(step.outputs[0]), f"_h{step.outputs[0]}"
+                line = f"{out} = {made} if {made} is not None else {_value(line, out)}"
         body.append("        " + line)
         if i in drops:
             body.append(f"        del {', '.join(drops[i])}")
@@ -197,12 +197,18 @@ def _hoisted_lines(program: Program, hoisted: set, name, shapes) -> list:
         statement = _statement(step, build_name, shapes)
         first = build_name(step.inputs[0])
         missing = [build_name(s) for s in step.inputs if s in made]
-        expression = statement[len(out) + 3:]
+        expression = _value(statement, out)
         if missing:
             expression = f"None if {' is None or '.join(missing)} is None else {expression}"
         lines.append(f"    {out} = {expression}")
         lines.append(f"    if {out} is not None and not np.may_share_memory({out}, {first}): {out} = None")
     return lines
+
+
+def _value(statement: str, out: str) -> str:
+    """The expression a view step's statement (``out = expression``) assigns."""
+    assert statement.startswith(f"{out} = "), statement
+    return statement[len(out) + 3:]
 
 
 def _drops(program: Program, name) -> dict:

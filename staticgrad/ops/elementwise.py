@@ -63,16 +63,24 @@ may_share_memory_fast = getattr(getattr(getattr(np, "_core", None), "_multiarray
                             np.may_share_memory)
 
 
-def loop_output(size: int, work, out, inputs):
+def loop_output(size: int, work, out, inputs, elementwise: bool = False):
     """The flat array a loop writes: ``out``'s memory when it can take the work dtype directly and
     shares no memory with an input (the loops may also use it as scratch), else a new array.
-    Inputs may hold None (a parameter not given)."""
+    Inputs may hold None (a parameter not given). ``elementwise``: the loop reads each element of
+    its inputs before it writes that element of out, so out may also be an input itself (the same
+    memory and layout: an in-place ``p.add_(d, alpha=-lr)``)."""
     if out is None or out.dtype != work or not out.flags.c_contiguous:
         return np.empty(size, work)
     for a in inputs:
-        if a is not None and may_share_memory_fast(out, a):
+        if a is not None and may_share_memory_fast(out, a) and not (elementwise and _same_array(out, a)):
             return np.empty(size, work)
     return out.reshape(-1)
+
+
+def _same_array(out, x) -> bool:
+    """x is out's very memory, in out's layout."""
+    return x is out or (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
+                        and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
 
 
 def loop_result(flat, shape, dtype, out):
@@ -122,29 +130,12 @@ _FMA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 def _scaled_add(a, b, alpha, out):
     """a + alpha * b for add and sub with an alpha: in float32 and float64 one fused multiply-add per
     element, rounded once, as PyTorch computes it; integers exactly, and float16 in its own steps."""
-    dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
-    if dtype not in _FMA_DTYPES:   # float16: PyTorch's half loops round otherwise
-        return np.add(a, np.multiply(b, alpha), out=out)
-    if a.shape == b.shape and a.dtype == b.dtype and a.flags.c_contiguous and b.flags.c_contiguous:
-        flat_a, flat_b, shape, work = a.reshape(-1), b.reshape(-1), a.shape, dtype   # the common case
-    else:
-        (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
-    if (out is not None and out.dtype == work and out.flags.c_contiguous and out.shape == shape
-            and _same_or_apart(out, a) and _same_or_apart(out, b)):
-        flat = out.reshape(-1)   # in place (p.add_(d, alpha=-lr)): each element is read, then written
-    else:
-        flat = np.empty(flat_a.size, work)
+    if (a.dtype if a.dtype == b.dtype else np.result_type(a, b)) not in _FMA_DTYPES:
+        return np.add(a, np.multiply(b, alpha), out=out)   # float16: PyTorch's half loops round otherwise
+    (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
+    flat = loop_output(flat_a.size, work, out, (a, b), elementwise=True)
     jit_loops().scaled_add_array(flat_a, flat_b, work.type(alpha), flat)
     return loop_result(flat, shape, dtype, out)
-
-
-def _same_or_apart(out, x) -> bool:
-    """x is out's very memory and layout, or shares none of it: a loop writing out element by
-    element then never overwrites an element of x before reading it."""
-    if x is out or not may_share_memory_fast(out, x):
-        return True
-    return (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
-            and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
 
 
 def _negated(alpha) -> str:

@@ -207,7 +207,7 @@ register(OpDef("logaddexp", _logaddexp, "elementwise", "LogaddexpBackward0", _lo
 def _lerp_scalar(a, b, out=None, weight=0.5):
     """PyTorch's rounding: one fused multiply-add per element (see loops.lerp_scalar_array)."""
     (flat_a, flat_b), shape, dtype, work = loop_operands(a, b)
-    flat = loop_output(flat_a.size, work, out, (a, b))
+    flat = loop_output(flat_a.size, work, out, (a, b), elementwise=True)
     T = work.type
     jit_loops().lerp_scalar_array(flat_a, flat_b, T(weight), T(1.0) - T(weight), bool(abs(weight) < 0.5), flat)
     return loop_result(flat, shape, dtype, out)
@@ -233,7 +233,7 @@ register(OpDef("lerp_scalar_weight", _lerp_scalar, "elementwise", "LerpBackward0
 def _lerp(a, b, w, out=None):
     """lerp with a weight tensor, each element rounded as loops.lerp_array says."""
     (flat_a, flat_b, flat_w), shape, dtype, work = loop_operands(a, b, w)
-    flat = loop_output(flat_a.size, work, out, (a, b, w))
+    flat = loop_output(flat_a.size, work, out, (a, b, w), elementwise=True)
     jit_loops().lerp_array(flat_a, flat_b, flat_w, work.type(1.0), work.type(0.5), flat)
     return loop_result(flat, shape, dtype, out)
 

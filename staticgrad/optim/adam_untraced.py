@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.ops.quiet import restore, silence
+from staticgrad.optim.loop_arrays import fit_one_loop
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LOOP = None
 
 
@@ -39,28 +39,13 @@ def corrections(step: np.ndarray, beta1, beta2, lr) -> tuple:
         restore(quiet)
 
 
-def _fits(p, grad, exp_avg, exp_avg_sq, step) -> bool:
-    """The arrays suit the loop: one float dtype, one shape, C-contiguous, aligned and writable
-    (the types the loop is compiled for), and a 0-dim step count."""
-    data = p._data
-    dtype, shape = data.dtype, data.shape
-    if dtype not in _FLOATS or step._data.ndim != 0:
-        return False
-    for array in (data, grad._data, exp_avg._data, exp_avg_sq._data):
-        flags = array.flags
-        if (array.dtype != dtype or array.shape != shape or not flags.c_contiguous or not flags.aligned
-                or not flags.writeable):
-            return False
-    return True
-
-
 def adam_step(p, grad, state: dict, group: dict, numbers: tuple, constants: dict) -> bool:
     """Update ``p`` and its ``state`` by one Adam step (``group``'s branches, ``numbers`` =
     (lr, beta1, beta2, eps, weight_decay) as Python numbers); False, touching nothing, when the
     arrays do not suit the loop. ``constants`` keeps the loop's constants per step count and dtype
     for the group's other parameters."""
     step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-    if not _fits(p, grad, exp_avg, exp_avg_sq, step):
+    if step._data.ndim != 0 or not fit_one_loop(p._data, grad._data, exp_avg._data, exp_avg_sq._data):
         return False
     count = step._data
     np.add(count, 1, out=count)  # step.add_(1)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from staticgrad._eager.functions import clone
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
-from staticgrad.ops.elementwise import may_share_memory_fast
 from staticgrad.ops.quiet import restore, silence
+from staticgrad.optim.loop_arrays import fit_one_loop
 from staticgrad.optim.optimizer import Optimizer, hyper
 
 
@@ -79,7 +77,7 @@ class SGD(Optimizer):
                 if buf is None:
                     buf = clone(d_p).detach()
                     state["momentum_buffer"] = buf
-                elif _one_loop(p._data, d_p._data, buf._data):
+                elif fit_one_loop(p._data, d_p._data, buf._data):
                     _sgd_loop().momentum_update(p._data.reshape(-1), d_p._data.reshape(-1), buf._data.reshape(-1),
                                                 p._data.dtype.type(momentum), p._data.dtype.type(1 - dampening),
                                                 1 - dampening == 1, p._data.dtype.type(-lr))
@@ -97,18 +95,7 @@ class SGD(Optimizer):
             p._version_counter[0] += 1
 
 
-def _one_loop(param, grad, buf) -> bool:
-    """The arrays suit sgd_loop's one pass: one float32 or float64 dtype, one shape, C-contiguous,
-    the gradient apart from the parameter and its buffer."""
-    dtype = param.dtype
-    return (dtype in _LOOP_DTYPES and grad.dtype == dtype and buf.dtype == dtype
-            and param.shape == grad.shape == buf.shape and param.flags.c_contiguous and grad.flags.c_contiguous
-            and buf.flags.c_contiguous and not may_share_memory_fast(grad, param)
-            and not may_share_memory_fast(grad, buf) and not may_share_memory_fast(buf, param))
-
-
 _LOOP = None
-_LOOP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _sgd_loop():

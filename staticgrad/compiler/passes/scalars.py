@@ -74,16 +74,17 @@ def _chainable(op: Op, graph: Graph) -> bool:
             return False
     if op.op in ("to_dtype", "rpow_scalar", "pow_scalar"):
         return True
-    if op.op in ("add", "sub") and op.attr_dict.get("alpha", 1) != 1:
-        return False   # a fused multiply-add, which NumPy scalars have not
     return op.opdef.scalar_expr is not None and _has_expression(op)
 
 
 def _has_expression(op: Op) -> bool:
+    """The op has a scalar expression NumPy scalars compute exactly: not one with a fused multiply-add
+    (an add with an alpha), which they have not."""
     try:
-        return op.opdef.scalar_expr([f"x{i}" for i in range(len(op.inputs))], dict(op.attrs)) is not None
+        expression = op.opdef.scalar_expr([f"x{i}" for i in range(len(op.inputs))], dict(op.attrs))
     except (KeyError, TypeError):
         return False
+    return expression is not None and "fma(" not in expression
 
 
 def _components(chained: list, ops: list, producer: dict) -> list:

@@ -1,7 +1,15 @@
 """Compile time of a training step per bench model family: the extra time of a compiled step's first
 calls until it replays, over as many eager steps (tracing, finishing the record, passes, planning,
 code generation, loading the replay and kernels, and Numba's compile of the fused kernels at the first
-replay); cold (a fresh process, empty kernel cache) and warm (a fresh process, the kernels on disk).
+replay); cold (the model's kernels not on disk; the ops' own loops on disk, as on any machine where
+staticgrad ran before) and warm (the kernels on disk too), each in a fresh process.
+
+Compile time is what compiling adds to running the same step eagerly: each process runs one eager
+step of a twin model first, so what any first step pays (loading Numba, loading the ops' own loops,
+BLAS warm-up) is not counted as compile. That first-step cost is reported on its own, with the ops'
+loops not yet on disk (staticgrad's first use on a machine: they compile, once) and on disk (every
+later process); so is a compiled step's first calls with nothing on disk at all, as a process's
+first work (the first use of staticgrad on a machine, compiling its loops and the model's kernels).
 For the MLP, then what a new batch size costs on a warm kernel cache (a partial last batch): its first
 two calls against an eager step at that size.
 
@@ -47,12 +55,14 @@ def _timed_phases() -> dict:
     return totals
 
 
-def measure(family: str, size_name: str = "tiny", eager_only: bool = False) -> dict:
-    """In a fresh process, the compiled step's calls until it first replays (the first thing the
-    process runs after importing staticgrad), against the median eager step of a twin model, then
-    steady replays. Compile = those calls' time less as many steady eager steps (the last call less
-    a steady replay). ``eager_only``: the eager twin's first step over its steady step instead, what
-    a fresh process pays without compile (loading Numba and the ops' own loops, BLAS warm-up)."""
+def measure(family: str, size_name: str = "tiny", mode: str = "compiled") -> dict:
+    """In a fresh process, the compiled step's calls until it first replays, against the median eager
+    step of a twin model, then steady replays. Compile = those calls' time less as many steady eager
+    steps (the last call less a steady replay). ``mode``: "compiled" runs one step of the eager twin
+    first (untimed), so that compile is what compiling adds to eager; "compiled-first" runs the
+    compiled step as the process's first work; "eager" times the eager twin's first step over its
+    steady step, what a fresh process pays without compile (loading Numba and the ops' own loops,
+    compiling those not on disk yet, BLAS warm-up)."""
     started = time.perf_counter()
     import staticgrad
     from staticgrad.bench.families import as_tensors, bench_model, build, training_step
@@ -63,12 +73,15 @@ def measure(family: str, size_name: str = "tiny", eager_only: bool = False) -> d
     data = as_tensors(staticgrad, bench.batches(4))
     eager_model, eager_opt = build(staticgrad, bench)
     eager_step = training_step(staticgrad, bench, eager_model, eager_opt)
-    if eager_only:
+    if mode in ("eager", "compiled"):
         started = time.perf_counter()
         eager_step(*data[0])
         first = time.perf_counter() - started
-        eager = _median_time(eager_step, data)
-        return {"first_step_seconds": first, "eager_step_seconds": eager, "extra_seconds": first - eager}
+        if mode == "eager":
+            eager = _median_time(eager_step, data)
+            return {"first_step_seconds": first, "eager_step_seconds": eager, "extra_seconds": first - eager}
+        for phase in phases:   # the eager step traces nothing, but start from zero all the same
+            phases[phase] = 0.0
     model, opt = build(staticgrad, bench)
     compiled = staticgrad.compile(training_step(staticgrad, bench, model, opt))
     calls, cpu, traced = [], [], []
@@ -166,10 +179,11 @@ def new_batch_line(r: dict) -> str:
             f"(medians of {r['repeats']})")
 
 
-def _child(args, family: str, cache: str, mode: str = "compiled") -> dict:
-    """One fresh process's measure(); staticgrad's kernels and Numba's other caches (the ops' loops)
-    in ``cache``."""
-    env = dict(os.environ, STATICGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
+def _child(args, family: str, cache: str, mode: str = "compiled", kernels: str = "kernels") -> dict:
+    """One fresh process's measure(); staticgrad's kernels in ``cache/kernels`` and Numba's caches
+    (of the ops' loops and of the kernels, each by its file's path) in ``cache/numba``."""
+    env = dict(os.environ, STATICGRAD_CACHE_DIR=os.path.join(cache, kernels),
+               NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
     out = subprocess.run([sys.executable, __file__, "--size", args.size, "--child", family, mode], env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -187,7 +201,7 @@ def main() -> None:
     if "--child" in sys.argv:   # staticgrad's import is timed in the child: nothing imports it before
         at = sys.argv.index("--child")
         family, mode, size = sys.argv[at + 1], sys.argv[at + 2], sys.argv[sys.argv.index("--size") + 1]
-        print(json.dumps(measure(family, size, eager_only=mode == "eager")))
+        print(json.dumps(measure(family, size, mode)))
         return
     from staticgrad.bench.families import FAMILIES
     from staticgrad.bench.runner import machine_line
@@ -204,21 +218,32 @@ def main() -> None:
         return
     rows = []
     for family in args.model:
-        with tempfile.TemporaryDirectory() as cache:   # one empty kernel cache per family
+        with tempfile.TemporaryDirectory() as cache:   # one empty cache per family
+            # nothing on disk: compiles the ops' loops onto disk, and the model's kernels into "first"
+            first_ever = _child(args, family, cache, "compiled-first", kernels="first")
+            # the ops' loops on disk (staticgrad ran before on this machine), the kernels not (cold),
+            # then both (warm)
             cold, warm = _child(args, family, cache), _child(args, family, cache)
-            eager = _child(args, family, cache, "eager")
+            later_use = _child(args, family, cache, "eager")
+        with tempfile.TemporaryDirectory() as cache:
+            first_use = _child(args, family, cache, "eager")
         print(f"{family}:")
         print(report_line("cold", cold))
         print(report_line("warm", warm))
-        print(f"  for comparison, without compile: a fresh process's first eager step takes "
-              f"{eager['extra_seconds']:.2f} s more than a steady one (warm caches)")
-        rows.append((family, cold, warm))
+        print(report_line("nothing on disk, as the process's first work", first_ever))
+        print(f"  without compile, a fresh process's first eager step takes {first_use['extra_seconds']:.2f} s "
+              f"more than a steady one with the ops' loops not on disk yet, {later_use['extra_seconds']:.2f} s "
+              f"with them on disk")
+        rows.append((family, cold, warm, first_use, later_use, first_ever))
     if "mlp" in args.model:
         print(new_batch_line(measure_new_batch(args.size)))
-    print(f"\n{'family':12s} {'cold s':>7s} {'warm s':>7s} {'cold CPU s':>11s} {'warm CPU s':>11s}")
-    for family, cold, warm in rows:
+    print(f"\n{'family':12s} {'cold s':>7s} {'warm s':>7s} {'cold CPU s':>11s} {'warm CPU s':>11s} "
+          f"{'1st eager step +s (loops off/on disk)':>38s} {'compiled, nothing on disk s':>28s}")
+    for family, cold, warm, first_use, later_use, first_ever in rows:
         print(f"{family:12s} {cold['compile_seconds']:7.2f} {warm['compile_seconds']:7.2f} "
-              f"{cold['compile_cpu_seconds']:11.2f} {warm['compile_cpu_seconds']:11.2f}")
+              f"{cold['compile_cpu_seconds']:11.2f} {warm['compile_cpu_seconds']:11.2f} "
+              f"{first_use['extra_seconds']:30.2f} / {later_use['extra_seconds']:5.2f} "
+              f"{first_ever['compile_seconds']:28.2f}")
 
 
 if __name__ == "__main__":

@@ -177,44 +177,14 @@ def test_kernels_running_one_loop_nest_share_its_compiled_function():
     assert np.array_equal(out, -x)
 
 
-def test_a_numba_compile_stops_tracemalloc_and_a_compiled_call_does_not():
-    import tracemalloc
-
-    import numba
-
-    from staticgrad.runtime.kernels import NumbaWatch
-
-    @numba.njit
-    def twice(x):
-        return 2 * x
-
-    twice(1.0)
-    tracemalloc.start()
-    watch = NumbaWatch()
-    try:
-        twice(3.0)                      # compiled already: measured as any call
-        assert not watch.ran and tracemalloc.is_tracing()
-        twice(np.arange(3))             # a new signature compiles: the measurement ends
-        assert watch.ran and not tracemalloc.is_tracing()
-    finally:
-        watch.close()
-        tracemalloc.stop()
-    tracemalloc.start()
-    try:
-        twice(np.arange(3.0))           # closed: a compile no longer stops tracemalloc
-        assert tracemalloc.is_tracing()
-    finally:
-        tracemalloc.stop()
-
-
-def test_a_numba_cache_load_stops_tracemalloc(tmp_path):
-    """A function's machine code loaded from the disk cache is Numba's work too: its allocations
-    are Numba's, and traced it takes several times as long."""
+def test_a_numba_cache_load_is_a_cache_hit_seen_as_a_load_event(tmp_path):
+    """A function's machine code loaded from the disk cache goes through ``load_cached`` (no
+    refresh of Numba's target context), inside the load event listeners can count."""
     import importlib.util
-    import tracemalloc
 
-    from staticgrad.ops.numba_cache import njit_cached
-    from staticgrad.runtime.kernels import NumbaWatch
+    from numba.core import event
+
+    from staticgrad.ops.numba_cache import LOAD_EVENT, njit_cached
 
     path = tmp_path / "cached_twice.py"
     path.write_text("def twice(x):\n    return 2 * x\n")
@@ -223,14 +193,60 @@ def test_a_numba_cache_load_stops_tracemalloc(tmp_path):
     spec.loader.exec_module(module)
     assert njit_cached(module.twice)(np.arange(3.0))[2] == 4.0   # compiled and saved
     loading = njit_cached(module.twice)                            # a new dispatcher: loads at its first call
-    tracemalloc.start()
-    watch = NumbaWatch()
+    seen = []
+
+    class Listener(event.Listener):
+        def on_start(self, _event):
+            seen.append("load")
+
+        def on_end(self, _event):
+            pass
+
+    listener = Listener()
+    event.register(LOAD_EVENT, listener)
     try:
         assert loading(np.arange(3.0))[1] == 2.0
-        assert watch.ran and not tracemalloc.is_tracing()
-        assert loading.stats.cache_hits and not loading.stats.cache_misses
     finally:
-        watch.close()
+        event.unregister(LOAD_EVENT, listener)
+    assert seen == ["load"]
+    assert loading.stats.cache_hits and not loading.stats.cache_misses
+
+
+def test_eager_peak_is_the_most_bytes_of_tensors_the_call_made_alive_at_once():
+    """Counted per array, as eager holds them: a temporary dies when Python drops it, a
+    rebinding frees the old tensor, a view adds nothing, and what backward saves and makes counts."""
+    x = sg.randn(16, 8)                       # float32: 512 bytes, made before the call (not counted)
+
+    @sg.compile
+    def temporaries(x):
+        a = x * 2                             # 512, alive to the end
+        b = (a + 1).sum()                     # a + 1 (512) dies once summed (4)
+        c = a * 3                             # 512
+        return b + c.sum()                    # 4, 4
+
+    @sg.compile
+    def rebinding(x):
+        a = x * 2
+        a = (a + 1).reshape(8, 16)            # both alive while the second is made; the view is free
+        return a.sum()
+
+    for f, peak in ((temporaries, 512 + 512 + 4 + 512 + 4 + 4 - 512), (rebinding, 1024)):
+        f(x)
+        assert f.plans[0].record.eager_peak_bytes == peak
+        assert "eager peak 1.0 KiB" in f.plans[0].describe()
+
+
+def test_eager_peak_leaves_the_callers_tracemalloc_alone():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        f = sg.compile(lambda x: (x * 2).sum())
+        f(sg.randn(4, 4))
+        f(sg.randn(4, 4))
+        assert tracemalloc.is_tracing() and f.stats.replays == 1
+        assert f.plans[0].record.eager_peak_bytes == 64 + 4
+    finally:
         tracemalloc.stop()
 
 

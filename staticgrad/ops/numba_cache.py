@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 
 # The Numba event (numba.core.event) a cache load runs inside: listeners see loads as they see
-# compiles ("numba:compile"), e.g. to keep Numba's work out of a memory measurement.
+# compiles ("numba:compile"), e.g. to count or time them.
 LOAD_EVENT = "staticgrad:cache_load"
 
 
@@ -34,16 +34,6 @@ def load_cached(cache, sig, target_context):
         with guard():
             return load(sig, target_context)
     return None   # the guard swallowed an error (Windows): a miss, as in Numba's own load
-
-
-def prepare_loading() -> None:
-    """Import Numba and make what a cache load needs (the CPU target's code generator, the NRT
-    runtime), without compiling anything: the part of a process's first load that does not
-    depend on the function loaded."""
-    from numba.core.registry import cpu_target  # numba loads here, when first needed
-    from numba.core.runtime import nrt  # with numba, just above
-
-    nrt.rtsys.initialize(cpu_target.target_context)
 
 
 class LightCache:

@@ -14,7 +14,6 @@ import functools
 import inspect
 import threading
 import time
-import tracemalloc
 import types
 import warnings
 
@@ -30,7 +29,6 @@ from staticgrad.compiler.planner import plan_program
 from staticgrad.errors import TraceError
 from staticgrad.nn.module import Module
 from staticgrad.ops.quiet import errors_trapped
-from staticgrad.ops.registry import jit_loops
 from staticgrad.record.backward import PARTITIONS, Unsupported, compile_backward, record_backward
 from staticgrad.record.compiled_module import CompiledModule
 from staticgrad.record.escaped import EscapedPlan
@@ -41,7 +39,6 @@ from staticgrad.record.scalars import CallFloats
 from staticgrad.record.stats import CompileStats
 from staticgrad.record.tracer import Tracer
 from staticgrad.record.trees import flatten_outputs
-from staticgrad.runtime.kernels import NumbaWatch, load_numba
 from staticgrad.runtime.replay import CompiledReplay
 
 FALLBACKS = ("error", "eager")
@@ -166,20 +163,6 @@ class CompiledFunction:
             tracer.add_input(t, i)
         previous = Tracing.tracer
         Tracing.tracer = tracer
-        # eager's peak memory, for plan.describe(): measured on the first signature's traces only,
-        # since tracemalloc doubles a trace's time and a new batch size should cost little
-        measuring = not tracemalloc.is_tracing() and (not self._cache or key in self._cache)
-        watch = None
-        if measuring:
-            # Numba's start in the process (the ops' loops, then the kernels need it) runs here,
-            # untraced: under tracemalloc it costs several times as much, and its allocations are no
-            # part of eager's peak. So does an op's loop compiled or loaded from the cache at its first
-            # call: it ends the measurement (this trace reports no peak; a later trace of the signature
-            # measures, as a training step's second trace, once its optimizer state exists, does)
-            jit_loops()
-            load_numba()
-            watch = NumbaWatch()
-            tracemalloc.start()
         try:
             out = self.fn(*args, **kwargs)
             flat_out, tree = flatten_outputs(out)
@@ -187,12 +170,7 @@ class CompiledFunction:
                         if GradMode.enabled and tracer.failure is None else None)
         finally:
             Tracing.tracer = previous
-            peak = None
-            if measuring:
-                watch.close()
-                if not watch.ran:
-                    peak = tracemalloc.get_traced_memory()[1]
-                tracemalloc.stop()
+        peak = tracer.memory.peak   # eager's peak, for plan.describe()
         with self._lock:
             return self._add_plan(tracer, key, keep, out, flat_out, tree, peak, epoch, started, floats,
                                   backward, len(flat))

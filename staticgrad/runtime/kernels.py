@@ -21,12 +21,11 @@ import os
 import sys
 import tempfile
 import threading
-import tracemalloc
 import types
 import warnings
 from pathlib import Path
 
-from staticgrad.ops.numba_cache import LOAD_EVENT, load_cached, prepare_loading
+from staticgrad.ops.numba_cache import load_cached
 
 _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()      # one kernel object per name, even for concurrent first replays
@@ -61,44 +60,6 @@ def load_kernel(name: str, source: str):
 
 def loaded_kernels() -> dict:
     return dict(_LOADED)
-
-
-def load_numba() -> None:
-    """Import Numba and make what its cache loads need (see ``ops.numba_cache``), e.g. before a
-    traced call measures eager memory with tracemalloc, which would otherwise trace Numba's own
-    loading at several times its cost. A compile loads the rest, untraced (``NumbaWatch``)."""
-    prepare_loading()
-
-
-class NumbaWatch:
-    """Until ``close()``, notes whether Numba compiled or loaded machine code from its cache (in any
-    thread) and stops tracemalloc when it starts to: traced, Numba's work takes several times as
-    long, and its memory is Numba's, not the caller's. Calls of compiled code pass unnoticed."""
-
-    def __init__(self):
-        from numba.core import event  # numba loads with the first trace, not with staticgrad
-
-        watch = self
-
-        class Listener(event.Listener):
-            def on_start(self, _event):
-                watch.ran = True
-                tracemalloc.stop()
-
-            def on_end(self, _event):
-                pass
-
-        self.ran = False
-        self._listener = Listener()
-        self._event = event
-        for kind in self.KINDS:
-            event.register(kind, self._listener)
-
-    KINDS = ("numba:compile", LOAD_EVENT)
-
-    def close(self) -> None:
-        for kind in self.KINDS:
-            self._event.unregister(kind, self._listener)
 
 
 def _new_kernel(name: str, source: str):

@@ -355,3 +355,16 @@ def test_every_numba_function_cached_on_disk_loads_through_numba_cache():
               for number, line in enumerate(path.read_text().splitlines(), 1)
               if re.search(r"njit\([^)]*cache\s*=\s*True", line)]
     assert not direct, f"use ops.numba_cache.njit_cached: {direct}"
+
+
+def test_eager_peak_counts_an_ops_declared_working_memory():
+    """A convolution's columns (its scratch, which a replay's arena holds too) count while it runs."""
+    from staticgrad.ops import OPS
+
+    x, w = sg.randn(2, 3, 8, 8), sg.randn(4, 3, 3, 3)
+    f = sg.compile(lambda x: sg.nn.functional.conv2d(x, w, padding=1))
+    f(x)
+    scratch = OPS["conv2d"].scratch([(2, 3, 8, 8), (4, 3, 3, 3)], [np.dtype(np.float32)] * 2,
+                                    {"stride": (1, 1), "padding": (1, 1)})
+    assert scratch >= 2 * 3 * 9 * 8 * 8 * 4    # the columns, at least
+    assert f.plans[0].record.eager_peak_bytes == 2 * 4 * 8 * 8 * 4 + scratch

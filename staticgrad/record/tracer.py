@@ -28,8 +28,10 @@ from staticgrad.record.trace_record import Guard, grad_state
 class LiveBytes:
     """The bytes of the arrays made during a traced call that are still alive, and the most at once:
     eager's peak tensor memory (the storage of every tensor the call makes, its saved tensors,
-    gradients and new optimizer state; not NumPy's temporaries inside an op). Counted with a weak
-    reference per array, a few microseconds a trace, where tracemalloc would double its time."""
+    gradients and new optimizer state), plus an op's working memory while it runs (the temporaries
+    its scratch declares, a convolution's columns: what a replay's arena holds for it too; NumPy's
+    smaller temporaries are not counted). Counted with a weak reference per array, a few
+    microseconds a trace, where tracemalloc would double its time."""
 
     __slots__ = ("__weakref__", "_refs", "live", "peak")
 
@@ -49,6 +51,11 @@ class LiveBytes:
         self.live += size
         if self.live > self.peak:
             self.peak = self.live
+
+    def working(self, size: int) -> None:
+        """An op ran with ``size`` bytes of temporaries beside what is alive (its outputs too)."""
+        if self.live + size > self.peak:
+            self.peak = self.live + size
 
 
 class _Forget:
@@ -216,8 +223,16 @@ class Tracer:
                 else:
                     self._bind(t, vid, vid, full=True, created=True)
                     self.memory.add(t._data)
+            if op.scratch is not None:
+                self._working_memory(op, inputs, frozen)
             return
         self._write_inplace(op, inplace_target, in_ids, frozen, cast)
+
+    def _working_memory(self, op, inputs, attrs) -> None:
+        """Count an op's declared temporaries (OpDef.scratch), sized as the planner sizes them."""
+        concrete = {k: v for k, v in attrs.items() if not isinstance(v, ScalarSlot)}
+        arrays = [t._data for t in inputs]
+        self.memory.working(op.scratch([a.shape for a in arrays], [a.dtype for a in arrays], concrete))
 
     def record_unrun(self, op, inputs: list, attrs: dict) -> list:
         """Record ``op`` on ``inputs`` without running it (a collective a replay runs but a trace

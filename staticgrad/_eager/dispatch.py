@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import NODE_CLASSES, SavedTensor, grad_accumulator
+from staticgrad._eager.node import NODE_CLASSES, SavedTensor, grad_accumulator, new_node
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS, OpDef
@@ -151,8 +151,8 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
         meta.append(None)
         needs.append(False)
     name = op.node_name   # the node is of PyTorch's class for its name (one dict lookup)
-    node = NODE_CLASSES[name if name.__class__ is str else name(attrs)](op, attrs, tuple(edges), tuple(meta),
-                                                                        len(outputs))
+    node = new_node(NODE_CLASSES[name if name.__class__ is str else name(attrs)], op, attrs, tuple(edges),
+                    tuple(meta), len(outputs))
     if op.saves:
         saved = {}
         freeable = []

@@ -299,6 +299,9 @@ class AccumulateGrad(_Hookable):
     _plain = False
     _n_outputs = 1
 
+    def __new__(cls, *args, **kwargs):
+        raise RuntimeError("Cannot construct")   # as PyTorch's: only the engine makes these (grad_accumulator)
+
     def __init__(self, variable):
         self.variable = variable
         self._seq = float("inf")
@@ -322,6 +325,25 @@ class AccumulateGrad(_Hookable):
 AccumulateGrad.__module__ = "builtins"   # ``str(type(node))`` reads "<class 'AccumulateGrad'>", as in PyTorch
 
 
+def _refuse_node(cls, *args, **kwargs):
+    raise TypeError(f"cannot create '{cls.__name__}' instances")
+
+
+def _refuse_cpp_node(cls, *args, **kwargs):
+    raise RuntimeError("Cannot construct")
+
+
+def new_node(cls, op, attrs, next_functions, input_meta, n_outputs: int = 1):
+    """A node of class ``cls`` (one of NODE_CLASSES), made past the ``__new__`` that refuses
+    ``type(node)()`` from users, as PyTorch's node classes do."""
+    node = _object_new(cls)
+    node.__init__(op, attrs, next_functions, input_meta, n_outputs)
+    return node
+
+
+_object_new = object.__new__
+
+
 class _NodeClasses(dict):
     """Node name -> the subclass of Node of that name (PyTorch's node class: ``MulBackward0``,
     ``CopySlices`` for ``torch::autograd::CopySlices``), made on first use, then one dict lookup."""
@@ -340,8 +362,10 @@ class _NodeClasses(dict):
         cls = self.get(name)
         if cls is None:
             short = name.rpartition("::")[2]
-            cls = self[name] = type(self.base)(short, (self.base,), {"__slots__": (), "__module__": module,
-                                                                      "__qualname__": short})
+            body = {"__slots__": (), "__module__": module, "__qualname__": short}
+            if module == "builtins":   # an op's node class: only the engine makes its nodes (``_new_node``)
+                body["__new__"] = _refuse_cpp_node if "::" in name else _refuse_node
+            cls = self[name] = type(self.base)(short, (self.base,), body)
             if module != "builtins":
                 cls._repr_prefix = module + "."
         return cls
@@ -355,7 +379,8 @@ def grad_accumulator(tensor) -> AccumulateGrad:
     ref = tensor._grad_acc
     node = ref() if ref is not None else None
     if node is None:
-        node = AccumulateGrad(tensor)
+        node = _object_new(AccumulateGrad)
+        node.__init__(tensor)
         tensor._grad_acc = weakref.ref(node)
     return node
 

@@ -4,10 +4,11 @@ grad, and the refusals around uint16/32/64. Each compares staticgrad with PyTorc
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import staticgrad as sg
-from tests.oracle import same_error
+from tests.oracle import same_error, torch
 
 # ---- constructing a node class -----------------------------------------------------------------
 
@@ -61,3 +62,161 @@ def test_a_replayed_outputs_node_class_refuses_construction():
         y = f(sg.ones(3))
     with pytest.raises(TypeError, match=f"cannot create '{type(y.grad_fn).__name__}' instances"):
         type(y.grad_fn)()
+
+
+# ---- uint16, uint32, uint64 with other dtypes ---------------------------------------------------
+
+def _plain(result, lib):
+    """A result as plain Python: a tensor as (dtype, shape, values), a dtype by name."""
+    if isinstance(result, lib.Tensor):
+        values = result.tolist()
+        if result.dtype.is_floating_point:   # (to 6 digits: math libraries may differ by an ulp)
+            values = [float(f"{v:.6g}") for v in np.ravel(values)]
+        return str(result.dtype).split(".")[-1], tuple(result.shape), values
+    if isinstance(result, (tuple, list)):
+        return tuple(_plain(r, lib) for r in result)
+    if isinstance(result, lib.dtype):
+        return str(result).split(".")[-1]
+    return result
+
+
+def _outcome(make, lib, *args):
+    """What ``make(lib, *args)`` gives, plainly, or its error's type and message."""
+    try:
+        return _plain(make(lib, *args), lib)
+    except Exception as error:   # (the error is what is compared)
+        return type(error).__name__, str(error).replace("torch.", "").replace("staticgrad.", "")
+
+
+def _bools(lib):
+    return lib.tensor([True, False, True])
+
+
+WIDE_MIXED = {
+    # promotion with bool and the other integer types is refused before any kernel is asked
+    "add_bool": lambda lib, t, d: t + _bools(lib),
+    "bool_add": lambda lib, t, d: _bools(lib) + t,
+    "mul_bool": lambda lib, t, d: t * _bools(lib),
+    "bool_mul": lambda lib, t, d: _bools(lib) * t,
+    "sub_bool": lambda lib, t, d: t - _bools(lib),
+    "add_bool_": lambda lib, t, d: t.add_(_bools(lib)),
+    "mul_bool_": lambda lib, t, d: t.mul_(_bools(lib)),
+    "eq_bool": lambda lib, t, d: t == _bools(lib),
+    "and_bool": lambda lib, t, d: t & _bools(lib),
+    "maximum_bool": lambda lib, t, d: lib.maximum(t, _bools(lib)),
+    "where_bool": lambda lib, t, d: lib.where(_bools(lib), t, _bools(lib)),
+    "where_same": lambda lib, t, d: lib.where(_bools(lib), t, t),
+    "cat_bool": lambda lib, t, d: lib.cat([t, _bools(lib)]),
+    "add_uint8": lambda lib, t, d: t + lib.tensor([1, 1, 1], dtype=lib.uint8),
+    "add_int8": lambda lib, t, d: t + lib.tensor([1, 1, 1], dtype=lib.int8),
+    "add_long": lambda lib, t, d: t + lib.tensor([1, 1, 1]),
+    "and_uint8": lambda lib, t, d: t & lib.tensor([1, 1, 1], dtype=lib.uint8),
+    # a bool or integer 0-dim tensor or scalar joins without promotion: the kernel refuses
+    "add_true": lambda lib, t, d: t + True,
+    "add_bool_0d": lambda lib, t, d: t + lib.tensor(True),
+    "bool_add_wide_0d": lambda lib, t, d: _bools(lib) + lib.tensor(1, dtype=d),
+    "bool_mul_wide_0d": lambda lib, t, d: _bools(lib) * lib.tensor(1, dtype=d),
+    "long_mul_wide_0d": lambda lib, t, d: lib.tensor([1, 2, 3]) * lib.tensor(1, dtype=d),
+    "mul_long_0d": lambda lib, t, d: t * lib.tensor(2),
+    "promote_types_bool": lambda lib, t, d: lib.promote_types(d, lib.bool),
+    "bool_promote_types": lambda lib, t, d: lib.promote_types(lib.bool, d),
+    "promote_types_half": lambda lib, t, d: lib.promote_types(d, lib.float16),
+    "result_type_bool": lambda lib, t, d: lib.result_type(t, _bools(lib)),
+    "result_type_true": lambda lib, t, d: lib.result_type(t, True),
+    # with a float, the float kernel runs
+    "add_float": lambda lib, t, d: t + lib.tensor([0.5, 1.0, 2.0]),
+    "float_add": lambda lib, t, d: lib.tensor([0.5, 1.0, 2.0]) + t,
+    "add_float_scalar": lambda lib, t, d: t + 1.5,
+    "add_float_0d": lambda lib, t, d: t + lib.tensor(1.5),
+    "sub_float": lambda lib, t, d: t - lib.tensor([0.5, 1.0, 2.0]),
+    "lt_float": lambda lib, t, d: t < lib.tensor([0.5, 1.0, 2.0]),
+    "maximum_float": lambda lib, t, d: lib.maximum(t, lib.tensor([0.5, 1.0, 2.0])),
+    "atan2_float": lambda lib, t, d: lib.atan2(t, lib.tensor([0.5, 1.0, 2.0])),
+    "pow_float": lambda lib, t, d: t ** lib.tensor([0.5, 1.0, 2.0]),
+    "pow_float_scalar": lambda lib, t, d: t ** 2.0,
+    "clamp_float": lambda lib, t, d: t.clamp(0.5, 1.5),
+    "add_float_": lambda lib, t, d: t.add_(lib.tensor([0.5, 1.0, 2.0])),
+    "float_add_": lambda lib, t, d: lib.tensor([0.5, 1.0, 2.0]).add_(t),
+    # float ops compute in float; rounding and NaN tests change no integer
+    "exp": lambda lib, t, d: t.exp(), "sqrt": lambda lib, t, d: t.sqrt(), "sigmoid": lambda lib, t, d: t.sigmoid(),
+    "log": lambda lib, t, d: t.log(), "reciprocal": lambda lib, t, d: t.reciprocal(),
+    "logsumexp": lambda lib, t, d: t.logsumexp(0),
+    "rounding": lambda lib, t, d: (t.floor(), t.ceil(), t.round(), t.trunc(), t.fix()),
+    "nan_tests": lambda lib, t, d: (t.isnan(), t.isfinite(), t.isinf(), t.isposinf(), t.isneginf()),
+    "nan_to_num": lambda lib, t, d: t.nan_to_num(), "signbit": lambda lib, t, d: t.signbit(),
+    # refusals named by PyTorch's kernels
+    "relu": lambda lib, t, d: t.relu(), "logical_not": lambda lib, t, d: t.logical_not(),
+    "logical_and": lambda lib, t, d: t.logical_and(t), "logical_or": lambda lib, t, d: t.logical_or(t),
+    "clamp_min": lambda lib, t, d: lib.clamp_min(t, 1), "clamp_max": lambda lib, t, d: lib.clamp_max(t, 1),
+    "sgn": lambda lib, t, d: t.sgn(), "count_nonzero": lambda lib, t, d: t.count_nonzero(),
+    "bincount": lambda lib, t, d: t.bincount(),
+    "lerp_end": lambda lib, t, d: lib.lerp(lib.ones(3), t, 0.5),
+}
+
+
+@pytest.mark.parametrize("dtype_name", ["uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("name", WIDE_MIXED)
+def test_wide_unsigned_with_other_dtypes_as_pytorch(name, dtype_name):
+    def run(lib):
+        dtype = getattr(lib, dtype_name)
+        return _outcome(WIDE_MIXED[name], lib, lib.tensor([3, 1, 2], dtype=dtype), dtype)
+
+    assert run(sg) == run(torch)
+
+
+REDUCTION_DTYPES = ["uint16", "uint32", "uint64", "int32", "int16", "int8", "uint8", "bool", "float64", "float16"]
+REDUCTIONS = {
+    "sum": lambda lib, d: lib.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dtype=d),
+    "sum_dim": lambda lib, d: lib.tensor([[1, 2], [3, 4]]).sum(1, dtype=d),
+    "sum_keepdim": lambda lib, d: lib.sum(lib.tensor([[1, 2], [3, 4]]), 1, True, dtype=d),
+    "sum_wraps": lambda lib, d: lib.tensor([200, 100, 90]).sum(dtype=d),
+    "prod": lambda lib, d: lib.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(dtype=d),
+    "prod_dim": lambda lib, d: lib.tensor([[1, 2], [3, 4]]).prod(0, dtype=d),
+    "prod_wraps": lambda lib, d: lib.tensor([200, 100, 7]).prod(dtype=d),
+    "cumsum": lambda lib, d: lib.tensor([[1, 2], [3, 4]]).cumsum(0, dtype=d),
+    "cumsum_fn": lambda lib, d: lib.cumsum(lib.tensor([[1.0, 2.0], [3.0, 4.0]]), 1, dtype=d),
+    "cumprod": lambda lib, d: lib.tensor([[1.0, 2.0], [3.0, 4.0]]).cumprod(1, dtype=d),
+    "nansum": lambda lib, d: lib.tensor([[1.0, 2.0], [3.0, 4.0]]).nansum(dtype=d),
+    "nansum_int": lambda lib, d: lib.tensor([[1, 2], [3, 4]]).nansum(dtype=d),
+    "mean": lambda lib, d: lib.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(dtype=d),
+    "mean_int": lambda lib, d: lib.tensor([[1, 2], [3, 4]]).mean(dtype=d),
+    "nanmean": lambda lib, d: lib.tensor([[1.0, 2.0], [3.0, 4.0]]).nanmean(dtype=d),
+    "vector_norm": lambda lib, d: lib.linalg.vector_norm(lib.tensor([3.0, 4.0]), dtype=d),
+    "vector_norm_double": lambda lib, d: lib.linalg.vector_norm(lib.tensor([3.0, 4.0], dtype=lib.float64),
+                                                                dtype=d),
+    "norm": lambda lib, d: lib.tensor([3.0, 4.0]).norm(dtype=d),
+}
+
+
+@pytest.mark.parametrize("dtype_name", REDUCTION_DTYPES)
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_a_reductions_dtype_argument_as_pytorchs(name, dtype_name):
+    def run(lib):
+        return _outcome(REDUCTIONS[name], lib, getattr(lib, dtype_name))
+
+    assert run(sg) == run(torch)
+
+
+def test_vector_norm_of_integers_is_refused_before_its_dtype_as_pytorchs():
+    same_error(lambda lib: lib.linalg.vector_norm(lib.tensor([3, 4]), dtype=lib.float32))
+    same_error(lambda lib: lib.linalg.vector_norm(lib.tensor([3, 4]), dtype=lib.int64))
+
+
+def test_a_compiled_function_mixing_wide_unsigned_and_floats_replays_as_eager():
+    w = sg.ones(3, requires_grad=True)
+
+    def fn(u, f):
+        w.grad = None
+        loss = ((u + f) * w).sum() + (u.exp() * w).sum()
+        loss.backward()
+        return u < f, u.floor(), f.sum(dtype=sg.float64), u.sum(dtype=sg.int16), f.cumsum(0, dtype=sg.int8), \
+            loss.detach(), w.grad.clone()
+
+    compiled = sg.compile(fn)
+    for k in range(3):
+        u = sg.from_numpy(np.array([1, 2, 300 + k], np.uint16))
+        f = sg.tensor([0.5, 2.0, 100.0 * k])
+        for g, e in zip(compiled(u, f), fn(u, f)):
+            assert g.dtype == e.dtype
+            np.testing.assert_array_equal(g.numpy(), e.numpy())
+    assert compiled.stats.replays == 2

@@ -479,6 +479,8 @@ def equal(input, other) -> bool:
 
 def count_nonzero(input, dim=None):
     fn.require_tensor(input, "count_nonzero")
+    if input._data.dtype in _dtypes.WIDE_UNSIGNED:
+        _dtypes.refuse_wide_unsigned("count_nonzero", input._data.dtype)
     return fn.sum(fn.ne(input, 0), dim)
 
 
@@ -487,6 +489,8 @@ def signbit(input):
     fn.require_tensor(input, "signbit")
     if input.dtype.category == _dtypes.FLOAT:
         return fn.lt(copysign(fn.full_like_scalar(input, 1.0), input), 0)
+    if input._data.dtype in _dtypes.WIDE_UNSIGNED:   # (no sign bit; their lt is refused)
+        return fn.ne(input, input)
     return fn.lt(input, 0)
 
 

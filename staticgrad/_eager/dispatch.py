@@ -22,6 +22,7 @@ from staticgrad.ops.registry import ATTR, INPUT, RESULT, SHAPE
 # absent bound (clamp's min or max).
 _WIDE_UNSIGNED = _dtypes.WIDE_UNSIGNED
 PROMOTING_ATTRS = ("other", "exponent", "base", "min", "max")
+_PROMOTING_RULES = ("promote", "float", "bool")
 
 def _dtypes_for(op: OpDef, arrays, attrs):
     """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
@@ -34,7 +35,7 @@ def _dtypes_for(op: OpDef, arrays, attrs):
     if not arrays:
         return None, None
     first = arrays[0].dtype
-    if first in _WIDE_UNSIGNED:
+    if first in _WIDE_UNSIGNED and rule not in _PROMOTING_RULES:   # (a promoting op asks of its promoted dtype)
         _dtypes.refuse_wide_unsigned(op.name, first)
     if rule == "same":
         return None, first
@@ -52,10 +53,11 @@ def _dtypes_for(op: OpDef, arrays, attrs):
         compute = first
     else:
         scalars = [attrs[k] for k in PROMOTING_ATTRS if attrs.get(k) is not None] if attrs else ()
-        dims = [a.dtype for a in arrays if a.ndim]
-        zeros = [a.dtype for a in arrays if not a.ndim]
+        promoted = arrays[1:] if op.name == "where" else arrays   # (a where's condition takes no part)
+        dims = [a.dtype for a in promoted if a.ndim]
+        zeros = [a.dtype for a in promoted if not a.ndim]
         compute = _dtypes.result_type(dims, zeros, scalars)
-        if compute in _WIDE_UNSIGNED:
+        if compute in _WIDE_UNSIGNED and rule != "float":   # (a float op computes in float)
             _dtypes.refuse_wide_unsigned(op.name, compute)
     if rule == "float":
         compute = _dtypes.floating_result(compute)

@@ -333,17 +333,39 @@ def reduction_dims(dim, ndim: int):
     return dims if ndim else ()
 
 
+def reduction_input(input, dtype, kernel: str, bool_ok: bool = True):
+    """A sum-like reduction's input cast to its ``dtype=`` argument (when given), and that dtype as
+    NumPy's; refused as PyTorch's kernel ``kernel`` refuses uint16/32/64 (and bool, unless ``bool_ok``)."""
+    if dtype is None:
+        return input, None
+    np_dtype = _dtypes.to_numpy_dtype(dtype)
+    if np_dtype in _dtypes.WIDE_UNSIGNED or (np_dtype.kind == "b" and not bool_ok):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_dtypes.scalar_type_name(np_dtype)}\'')
+    return to_dtype(input, dtype), np_dtype
+
+
+def requested(result, np_dtype):
+    """A reduction's result in its ``dtype=`` argument: the integer ops sum in int64 (wrapping as
+    the narrower type would) and an integer result holds no graph, so the cast is exact and free."""
+    if np_dtype is None or result._data.dtype == np_dtype:
+        return result
+    return to_dtype(result, np_dtype)
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     require_tensor(input, "sum")
     attrs = {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim}
-    if dtype is not None:
-        input = to_dtype(input, dtype)
-    return dispatch(_op("sum"), (input,), attrs)
+    input, np_dtype = reduction_input(input, dtype, "sum_cpu")
+    return requested(dispatch(_op("sum"), (input,), attrs), np_dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     require_tensor(input, "mean")
     if dtype is not None:
+        np_dtype = _dtypes.to_numpy_dtype(dtype)
+        if np_dtype.kind != "f":
+            raise RuntimeError("mean(): could not infer output dtype. Optional dtype must be either a floating "
+                               f"point or complex dtype. Got: {_dtypes.scalar_type_name(np_dtype)}")
         input = to_dtype(input, dtype)
     if input._data.dtype.kind != "f":
         name = _dtypes.from_numpy_dtype(input._data.dtype).tensor_type[:-6]
@@ -963,8 +985,7 @@ def pow_(input, exponent):
 # ---- masks and triangles (what causal attention is built from) ----------------------------------
 
 # The C++ type names PyTorch's mask-dtype error shows.
-_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
-                   "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char"}
+_CPP_TYPE_NAMES = _dtypes.CPP_TYPE_NAMES
 
 
 def mask_attrs(mask, value) -> dict:

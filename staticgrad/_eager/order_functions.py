@@ -91,10 +91,9 @@ def aminmax(input, *, dim=None, keepdim=False):
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """sum treating NaN as zero (NansumBackward0); integer tensors sum as torch.sum does."""
     fn.require_tensor(input, "nansum")
-    if dtype is not None:
-        input = fn.to_dtype(input, dtype)
+    input, np_dtype = fn.reduction_input(input, dtype, "sum_cpu")
     if input._data.dtype.kind != "f":
-        return fn.sum(input, dim, keepdim)
+        return fn.requested(fn.sum(input, dim, keepdim), np_dtype)
     return dispatch(OPS["nansum"], (input,), {"dim": fn.reduction_dims(dim, input._data.ndim),
                                               "keepdim": bool(keepdim)})
 
@@ -103,6 +102,10 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """nansum divided by the count of non-NaN elements, composed as PyTorch's (DivBackward0)."""
     fn.require_tensor(input, "nanmean")
     if dtype is not None:
+        np_dtype = _dtypes.to_numpy_dtype(dtype)
+        if np_dtype.kind != "f":
+            raise RuntimeError("nanmean(): could not infer output dtype. Optional dtype must be either a floating "
+                               f"point or complex dtype. Got: {_dtypes.scalar_type_name(np_dtype)}")
         input = fn.to_dtype(input, dtype)
     if input._data.dtype.kind != "f":
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "

@@ -220,3 +220,166 @@ def test_a_compiled_function_mixing_wide_unsigned_and_floats_replays_as_eager():
             assert g.dtype == e.dtype
             np.testing.assert_array_equal(g.numpy(), e.numpy())
     assert compiled.stats.replays == 2
+
+
+# ---- index, mask and target inputs are no edges ---------------------------------------------------
+
+def _edges(fn):
+    return [(None if n is None else n.name().split("::")[-1], nr) for n, nr in fn.next_functions]
+
+
+def _walk(fn):
+    """Every node's name and edges, depth first."""
+    rows, stack, seen = [], [fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        rows.append((node.name().split("::")[-1], _edges(node)))
+        stack.extend(n for n, _ in reversed(node.next_functions))
+    return rows
+
+
+def _idx(lib, *values):
+    return lib.tensor(list(values))
+
+
+EDGE_CASES = {
+    "index": lambda lib, x: x[_idx(lib, 0, 2)],
+    "index_two": lambda lib, x: x[_idx(lib, 0, 2), _idx(lib, 1, 3)],
+    "index_column": lambda lib, x: x[:, _idx(lib, 1, 3)],
+    "index_ellipsis": lambda lib, x: x[..., _idx(lib, 1)],
+    "index_list": lambda lib, x: x[[0, 2]],
+    "index_mask": lambda lib, x: x[x > 3],
+    "index_mask_and_tensor": lambda lib, x: x[lib.tensor([True, False, True]), _idx(lib, 1, 3)],
+    "index_and_int": lambda lib, x: x[_idx(lib, 0, 2), 1],
+    "index_and_slice": lambda lib, x: x[_idx(lib, 0, 2), :2],
+    "index_broadcast": lambda lib, x: x[_idx(lib, 0, 2).reshape(2, 1), _idx(lib, 1, 3)],
+    "index_of_result": lambda lib, x: (x * 2)[_idx(lib, 1)],
+    "index_select": lambda lib, x: x.index_select(0, _idx(lib, 0, 2)),
+    "take": lambda lib, x: x.take(_idx(lib, 0, 5)),
+    "gather": lambda lib, x: x.gather(0, lib.tensor([[0, 1, 2, 0]])),
+    "repeat_interleave": lambda lib, x: x.repeat_interleave(_idx(lib, 1, 2, 1), dim=0),
+    "where": lambda lib, x: lib.where(x > 3, x, x * 2),
+    "where_scalar": lambda lib, x: lib.where(x > 3, x, 0.0),
+    "masked_fill": lambda lib, x: x.masked_fill(x > 3, 1.0),
+    "masked_fill_tensor": lambda lib, x: x.masked_fill(x > 3, (x * 2).sum()),
+    "masked_select": lambda lib, x: x.masked_select(x > 3),
+    "masked_scatter": lambda lib, x: x.masked_scatter(x > 3, x * 2),
+    "scatter": lambda lib, x: x.scatter(0, lib.tensor([[0, 1, 2, 0]]), x[:1] * 2),
+    "scatter_value": lambda lib, x: x.scatter(0, lib.tensor([[0, 1, 2, 0]]), 2.0),
+    "scatter_add": lambda lib, x: x.scatter_add(0, lib.tensor([[0, 1, 2, 0]]), x[:1] * 2),
+    "index_add": lambda lib, x: x.index_add(0, _idx(lib, 0, 2), x[:2] * 2),
+    "index_copy": lambda lib, x: x.index_copy(0, _idx(lib, 0, 2), x[:2] * 2),
+    "index_fill": lambda lib, x: x.index_fill(0, _idx(lib, 0, 2), 2.0),
+    "embedding": lambda lib, x: lib.nn.functional.embedding(_idx(lib, 0, 2), x),
+    "embedding_bag": lambda lib, x: lib.nn.functional.embedding_bag(_idx(lib, 0, 1, 2), x, _idx(lib, 0, 1)),
+    "nll_loss": lambda lib, x: lib.nn.functional.nll_loss(x.log_softmax(1), _idx(lib, 0, 3, 1)),
+    "nll_loss_weight": lambda lib, x: lib.nn.functional.nll_loss(x.log_softmax(1), _idx(lib, 0, 3, 1),
+                                                                 weight=lib.ones(4)),
+    "cross_entropy": lambda lib, x: lib.nn.functional.cross_entropy(x, _idx(lib, 0, 3, 1)),
+    "multi_margin": lambda lib, x: lib.nn.functional.multi_margin_loss(x, _idx(lib, 0, 3, 1)),
+    "bce_weight": lambda lib, x: lib.nn.functional.binary_cross_entropy(x.sigmoid(), lib.ones(3, 4),
+                                                                        weight=lib.ones(4)),
+    "max_dim": lambda lib, x: x.max(1)[0],
+    "sort": lambda lib, x: x.sort(1)[0],
+}
+
+
+def _x(lib):
+    return lib.tensor([[1.0, 5.0, 2.0, 4.0], [3.0, 0.5, 7.0, 6.0], [9.0, 8.0, 1.5, 2.5]], requires_grad=True)
+
+
+@pytest.mark.parametrize("name", EDGE_CASES)
+def test_a_nodes_edges_leave_out_index_inputs_as_pytorchs(name):
+    got = [_walk(EDGE_CASES[name](lib, _x(lib)).grad_fn) for lib in (torch, sg)]
+    assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("name", EDGE_CASES)
+def test_gradients_through_edgeless_inputs_as_pytorchs(name):
+    grads = []
+    for lib in (torch, sg):
+        x = _x(lib)
+        out = EDGE_CASES[name](lib, x)
+        g, = lib.autograd.grad((out * out).sum(), x, create_graph=True)
+        try:
+            gg, = lib.autograd.grad((g * g).sum(), x, allow_unused=True)
+        except (NotImplementedError, RuntimeError):   # (PyTorch has no double backward for some)
+            gg = None
+        grads.append((g.detach().tolist(), None if gg is None else gg.tolist(), _walk(g.grad_fn)[:1]))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-5, atol=1e-6)
+    if grads[0][1] is not None and grads[1][1] is not None:
+        np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-5, atol=1e-6)
+
+
+DOUBLE_BACKWARD_NODES = {
+    "index": lambda lib, x: x[_idx(lib, 0, 2)],
+    "index_select": lambda lib, x: x.index_select(0, _idx(lib, 0, 2)),
+    "gather": lambda lib, x: x.gather(0, lib.tensor([[0, 1, 2, 0]])),
+    "masked_select": lambda lib, x: x.masked_select(x > 3),
+    "take": lambda lib, x: x.take(_idx(lib, 0, 5)),
+    "max_dim": lambda lib, x: x.max(1)[0],
+    "min_dim": lambda lib, x: x.min(1)[0],
+    "kthvalue": lambda lib, x: x.kthvalue(2, 1)[0],
+    "sort": lambda lib, x: x.sort(1)[0],
+    "topk": lambda lib, x: x.topk(2)[0],
+    "cummax": lambda lib, x: x.cummax(1)[0],
+}
+
+
+@pytest.mark.parametrize("name", DOUBLE_BACKWARD_NODES)
+def test_the_node_a_gradient_is_scattered_by_has_pytorchs_name_and_edges(name):
+    got = []
+    for lib in (torch, sg):
+        x = _x(lib)
+        out = DOUBLE_BACKWARD_NODES[name](lib, x)
+        g, = lib.autograd.grad((out * out).sum(), x, create_graph=True)
+        got.append((g.grad_fn.name(), _edges(g.grad_fn)))
+    assert got[1] == got[0]
+
+
+def test_a_post_hook_and_a_node_call_see_one_gradient_per_edge_as_pytorchs():
+    seen = []
+    for lib in (torch, sg):
+        x = _x(lib)
+        y = x[_idx(lib, 0, 2)]
+        calls = []
+        y.grad_fn.register_hook(lambda grad_inputs, grad_outputs, calls=calls: calls.append(
+            [None if g is None else tuple(g.shape) for g in grad_inputs]))
+        y.sum().backward(retain_graph=True)
+        called = y.grad_fn(lib.ones(2, 4))
+        called = called if isinstance(called, tuple) else (called,)
+        seen.append((calls, [tuple(c.shape) for c in called], x.grad.tolist()))
+    assert seen[1] == seen[0]
+
+
+def test_a_compiled_step_through_edgeless_inputs_replays_as_eager():
+    w = sg.tensor([[1.0, 5.0, 2.0, 4.0], [3.0, 0.5, 7.0, 6.0], [9.0, 8.0, 1.5, 2.5]], requires_grad=True)
+    opt = sg.optim.SGD([w], lr=0.1)
+
+    def step(idx, mask, target):
+        opt.zero_grad()
+        picked = w[idx] * w.index_select(0, idx) + w.masked_fill(mask, 0.0)[idx]
+        loss = sg.nn.functional.cross_entropy(picked, target) + w.gather(1, idx[:, None].expand(2, 4)).sum()
+        loss = loss + sg.where(mask, w, w * 2).max(1)[0].sum()
+        loss.backward()
+        opt.step()
+        return loss.detach(), w.grad.clone()
+
+    compiled = sg.compile(step)
+    eager_w = w.detach().clone()
+    for k in range(3):
+        idx, target = sg.tensor([k % 3, 2]), sg.tensor([1, k])
+        mask = sg.tensor([[True, False, True, False]] * 3)
+        got = compiled(idx, mask, target)
+        with sg.no_grad():
+            w_after = w.detach().clone()
+            w.copy_(eager_w)
+        want = step(idx, mask, target)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(w_after.numpy(), w.detach().numpy())
+        eager_w = w.detach().clone()
+    assert compiled.stats.replays == 2

@@ -152,9 +152,15 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
         edges.append((None, 0))
         meta.append(None)
         needs.append(False)
+    if grad_inputs is not None:   # edges for the differentiable inputs only (an absent optional one too)
+        n = len(edges)
+        edges = [edges[i] if i is not None and i < n else (None, 0) for i in grad_inputs]
+        meta = [meta[i] if i is not None and i < n else None for i in grad_inputs]
     name = op.node_name   # the node is of PyTorch's class for its name (one dict lookup)
     node = new_node(NODE_CLASSES[name if name.__class__ is str else name(attrs)], op, attrs, tuple(edges),
                     tuple(meta), len(outputs))
+    if grad_inputs is not None:
+        node._edge_inputs = (grad_inputs, tuple(needs))
     if op.saves:
         saved = {}
         freeable = []

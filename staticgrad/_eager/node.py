@@ -169,6 +169,7 @@ class Node(_Hookable):
 
     __slots__ = (
         "__weakref__",
+        "_edge_inputs",
         "_freeable",
         "_freed",
         "_input_meta",
@@ -199,6 +200,9 @@ class Node(_Hookable):
         self._retain_grad_refs = None
         self.metadata = None
         self._n_outputs = n_outputs
+        # None: one edge per input, in order; else (the input each edge is for, every input's need):
+        # an op's index, mask and target inputs have no edge, as in PyTorch (OpDef.grad_inputs)
+        self._edge_inputs = None
 
     _plain = True   # made by an op (not a replay's ReleasedNode nor a rewired PassOn)
     _repr_prefix = ""   # a custom autograd.Function's node shows its module, as PyTorch's does

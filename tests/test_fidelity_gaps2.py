@@ -383,3 +383,97 @@ def test_a_compiled_step_through_edgeless_inputs_replays_as_eager():
         np.testing.assert_array_equal(w_after.numpy(), w.detach().numpy())
         eager_w = w.detach().clone()
     assert compiled.stats.replays == 2
+
+
+# ---- writing a value of another dtype into a tensor that requires grad ----------------------------
+
+def _write(index):
+    def write(lib, x, v):
+        a = x.clone()
+        a[index(lib)] = v
+        return a
+    return write
+
+
+WRITES = {
+    "int": _write(lambda lib: 0),
+    "slice": _write(lambda lib: slice(1, None)),
+    "ellipsis": _write(lambda lib: ...),
+    "whole_slice": _write(lambda lib: slice(None)),
+    "mask": _write(lambda lib: lib.tensor([True, False, True])),
+    "mask_and_int": _write(lambda lib: (lib.tensor([True, False, True]), 0)),
+    "index_tensor": _write(lambda lib: lib.tensor([0, 2])),
+    "zero_dim_mask": _write(lambda lib: lib.tensor(True)),
+    "of_a_result": lambda lib, x, v: _write(lambda lib: 0)(lib, x, v * 2),
+    "stacked": lambda lib, x, v: _write(lambda lib: slice(1, None))(lib, x, lib.stack([v, v * 3])),
+    "into_a_plain_tensor": lambda lib, x, v: _write(lambda lib: 0)(lib, lib.zeros(3, 2), v),
+    "into_double": lambda lib, x, v: _write(lambda lib: 0)(lib, x.double(), x[1] * 2),
+    "fill_": lambda lib, x, v: x.clone().fill_(v),
+    "fill_number": lambda lib, x, v: x.clone().fill_(2.5),
+    "fill_zero": lambda lib, x, v: x.clone().fill_(0),
+    "zero_": lambda lib, x, v: x.clone().zero_(),
+    "fill_vector": lambda lib, x, v: x.clone().fill_(v.reshape(1)),
+    "fill_no_grad_value": lambda lib, x, v: x.clone().fill_(lib.tensor(5)),
+    "masked_fill": lambda lib, x, v: x.masked_fill(lib.tensor([[True, False]] * 3), v),
+    "masked_fill_": lambda lib, x, v: x.clone().masked_fill_(lib.tensor([[True, False]] * 3), v),
+    "index_fill": lambda lib, x, v: x.index_fill(0, lib.tensor([0]), v),
+    "index_fill_": lambda lib, x, v: x.clone().index_fill_(1, lib.tensor([1]), v),
+}
+VALUE_DTYPES = ["float64", "float16", "int64", "bool"]
+
+
+@pytest.mark.parametrize("value_dtype", VALUE_DTYPES)
+@pytest.mark.parametrize("name", WRITES)
+def test_writing_a_value_of_another_dtype_as_pytorch(name, value_dtype):
+    def run(lib):
+        x = lib.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+        dtype = getattr(lib, value_dtype)
+        floating = dtype.is_floating_point
+        v = lib.tensor(5.5 if floating else 5, dtype=dtype, requires_grad=floating)
+        try:
+            out = WRITES[name](lib, x, v)
+        except Exception as error:   # (the error is what is compared)
+            return type(error).__name__, str(error).replace("torch.", "").replace("staticgrad.", "")
+        graph = _walk(out.grad_fn) if out.grad_fn is not None else None
+        weights = lib.arange(1.0, out.numel() + 1, dtype=out.dtype).reshape(out.shape)
+        if out.requires_grad:
+            (out * weights).sum().backward()
+        grads = [None if t.grad is None else (str(t.grad.dtype).split(".")[-1], t.grad.tolist()) for t in (x, v)]
+        return str(out.dtype).split(".")[-1], out.tolist(), graph, grads
+
+    assert run(sg) == run(torch)
+
+
+def test_a_compiled_step_writing_values_of_another_dtype_replays_as_eager():
+    w = sg.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    v = sg.tensor(0.25, dtype=sg.float64, requires_grad=True)
+    opt = sg.optim.SGD([w, v], lr=0.1)
+    mask = sg.tensor([[True, False]] * 3)
+
+    def step(x):
+        opt.zero_grad()
+        a = w * x
+        a[0] = v * 3
+        a[1:, 1] = v.half()
+        b = a.masked_fill(mask, v).index_fill(0, sg.tensor([2]), v * 2)
+        c = b.clone()
+        c.fill_(v)
+        loss = (b * b).sum() + (c * a).sum()
+        loss.backward()
+        opt.step()
+        return loss.detach(), w.grad.clone(), v.grad.clone()
+
+    compiled = sg.compile(step)
+    for k in range(3):
+        x = sg.tensor([[1.0, 0.5]] * 3) * (k + 1)
+        state = (w.detach().clone(), v.detach().clone())
+        got = compiled(x)
+        after = (w.detach().clone(), v.detach().clone())
+        with sg.no_grad():
+            w.copy_(state[0])
+            v.copy_(state[1])
+        want = step(x)
+        for a, b in zip(got + after, want + (w.detach(), v.detach())):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert compiled.stats.replays == 2

@@ -953,11 +953,20 @@ def copy_(input, src):
 
 
 def fill_(input, value):
-    return dispatch_inplace(_op("fill"), input, (), {"value": as_scalar(value)})
+    """``value`` everywhere in ``input``: a number (FillBackward2), or a 0-dim tensor, whose gradient
+    is the sum of the incoming one (FillBackward3, as PyTorch's fill_.Tensor)."""
+    if isinstance(value, Tensor):
+        if value._data.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value._data.ndim} dimensions.")
+        from staticgrad._eager.indexing import setitem  # (indexing imports this module)
+        setitem(input, Ellipsis, value)
+        return input
+    return dispatch_inplace(_op("fill"), input, (), {"value": as_scalar(value), "node_name": "FillBackward2"})
 
 
 def zero_(input):
-    return dispatch_inplace(_op("fill"), input, (), {"value": 0})
+    return dispatch_inplace(_op("fill"), input, (), {"value": 0, "node_name": "ZeroBackward0"})
 
 
 def clamp_(input, min=None, max=None):

@@ -51,6 +51,45 @@ def test_the_abstract_autograd_node_refuses_construction_as_pytorchs():
     assert isinstance(_node(sg, "accumulate_grad"), sg.autograd.graph.Node)
 
 
+def _custom_node(lib):
+    class Double(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, i):
+            return i * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    return Double.apply(lib.ones(3, requires_grad=True)).grad_fn
+
+
+@pytest.mark.parametrize("args", [(), (1,), ("x", 2)])
+def test_a_custom_functions_node_class_makes_a_bare_node_as_pytorchs(args):
+    got = []
+    for lib in (torch, sg):
+        node = type(_custom_node(lib))(*args)
+        got.append((type(node).__name__, node.name(), node.next_functions, node.metadata,
+                    isinstance(node, lib.autograd.graph.Node)))
+    assert got[1] == got[0]
+
+
+def test_a_nodes_metadata_is_a_dict_of_its_own_as_pytorchs():
+    got = []
+    for lib in (torch, sg):
+        x = lib.ones(2, requires_grad=True)
+        node = (x * 2).grad_fn
+        first = node.metadata
+        node.metadata["note"] = 1
+        leaf = node.next_functions[0][0]
+        leaf.metadata["leaf"] = True
+        with pytest.raises(AttributeError) as info:
+            node.metadata = {}
+        got.append((first is node.metadata, node.metadata, leaf.metadata, _custom_node(lib).metadata,
+                    str(info.value)))
+    assert got[1] == got[0]
+
+
 def test_a_replayed_outputs_node_class_refuses_construction():
     w = sg.ones(3, requires_grad=True)
 

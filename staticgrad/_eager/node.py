@@ -145,6 +145,18 @@ class _Hookable:
 
     __slots__ = ()
 
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's own notes on this node, made on first use (as PyTorch's)."""
+        metadata = self._metadata
+        if metadata is None:
+            metadata = self._metadata = {}
+        return metadata
+
+    @metadata.setter
+    def metadata(self, value) -> None:
+        raise AttributeError(f"attribute 'metadata' of '{type(self).__name__}' objects is not writable")
+
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` runs after this node computes its input gradients."""
         if self._post_hooks is None:
@@ -173,6 +185,7 @@ class Node(_Hookable):
         "_freeable",
         "_freed",
         "_input_meta",
+        "_metadata",
         "_n_outputs",
         "_post_hooks",
         "_pre_hooks",
@@ -181,7 +194,6 @@ class Node(_Hookable):
         "_saved",
         "_seq",
         "attrs",
-        "metadata",
         "next_functions",
         "op",
     )
@@ -198,7 +210,7 @@ class Node(_Hookable):
         self._pre_hooks = None
         self._post_hooks = None
         self._retain_grad_refs = None
-        self.metadata = None
+        self._metadata = None
         self._n_outputs = n_outputs
         # None: one edge per input, in order; else (the input each edge is for, every input's need):
         # an op's index, mask and target inputs have no edge, as in PyTorch (OpDef.grad_inputs)
@@ -297,7 +309,7 @@ class Node(_Hookable):
 class AccumulateGrad(_Hookable):
     """The node that adds an incoming gradient into a leaf tensor's ``.grad``."""
 
-    __slots__ = ("__weakref__", "_post_hooks", "_pre_hooks", "_seq", "metadata", "variable")
+    __slots__ = ("__weakref__", "_metadata", "_post_hooks", "_pre_hooks", "_seq", "variable")
     next_functions = ()
     _released = False
     _plain = False
@@ -311,7 +323,7 @@ class AccumulateGrad(_Hookable):
         self._seq = float("inf")
         self._pre_hooks = None
         self._post_hooks = None
-        self.metadata = None
+        self._metadata = None
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"   # PyTorch's name() (its class is AccumulateGrad)
@@ -341,8 +353,14 @@ def new_node(cls, op, attrs, next_functions, input_meta, n_outputs: int = 1):
     """A node of class ``cls`` (one of NODE_CLASSES), made past the ``__new__`` that refuses
     ``type(node)()`` from users, as PyTorch's node classes do."""
     node = _object_new(cls)
-    node.__init__(op, attrs, next_functions, input_meta, n_outputs)
+    _node_init(node, op, attrs, next_functions, input_meta, n_outputs)
     return node
+
+
+def _bare_function_node(self, *args, **kwargs):
+    """``type(fn)()`` for a custom Function's node: a node of its name with no edges, as PyTorch's
+    Python node classes allow."""
+    _node_init(self, type(self)._op, {}, (), ())
 
 
 _object_new = object.__new__
@@ -361,14 +379,18 @@ class _NodeClasses(dict):
     def __missing__(self, name: str) -> type:
         return self.make(name, "builtins")
 
-    def make(self, name: str, module: str) -> type:
-        """The class for ``name`` (made in ``module`` if it is new)."""
+    def make(self, name: str, module: str, op=None) -> type:
+        """The class for ``name`` (made in ``module`` if it is new; a class outside builtins, a custom
+        Function's, is made bare by a call, its node's op being ``op``)."""
         cls = self.get(name)
         if cls is None:
             short = name.rpartition("::")[2]
             body = {"__slots__": (), "__module__": module, "__qualname__": short}
-            if module == "builtins":   # an op's node class: only the engine makes its nodes (``_new_node``)
+            if module == "builtins":   # an op's node class: only the engine makes its nodes (``new_node``)
                 body["__new__"] = _refuse_cpp_node if "::" in name else _refuse_node
+            else:
+                body["__init__"] = _bare_function_node
+                body["_op"] = op
             cls = self[name] = type(self.base)(short, (self.base,), body)
             if module != "builtins":
                 cls._repr_prefix = module + "."
@@ -376,6 +398,7 @@ class _NodeClasses(dict):
 
 
 NODE_CLASSES = _NodeClasses(Node)
+_node_init = Node.__init__
 
 
 def grad_accumulator(tensor) -> AccumulateGrad:

@@ -310,8 +310,7 @@ def take_along_dim(input, indices, dim=None):
     common = list(np.broadcast_shapes(tuple(shape_in), tuple(shape_ix)))
     target_in, target_ix = list(common), list(common)
     target_in[d], target_ix[d] = input._data.shape[d], indices._data.shape[d]
-    if tuple(target_in) != input._data.shape:
-        input = fn.expand(input, *target_in)
+    input = fn.expand(input, *target_in)   # (always, as PyTorch: an ExpandBackward0 even of the same shape)
     if tuple(target_ix) != indices._data.shape:
         indices = fn.expand(indices, *target_ix)
     return fn.gather(input, d, indices)

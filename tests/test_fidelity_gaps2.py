@@ -519,3 +519,47 @@ def test_a_compiled_step_writing_values_of_another_dtype_replays_as_eager():
             assert a.dtype == b.dtype
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert compiled.stats.replays == 2
+
+
+# ---- float inputs PyTorch declares not differentiable ---------------------------------------------
+
+def _loss_input(lib):
+    return lib.tensor([[0.2, -0.5, 0.9], [0.4, 0.1, -0.3]], requires_grad=True)
+
+
+NONDIFFERENTIABLE = {
+    "nll_loss_weight": lambda lib, x, w: lib.nn.functional.nll_loss(x.log_softmax(1), lib.tensor([0, 2]), weight=w),
+    "cross_entropy_weight": lambda lib, x, w: lib.nn.functional.cross_entropy(x, lib.tensor([0, 2]), weight=w),
+    "nll_loss2d_weight": lambda lib, x, w: lib.nn.functional.nll_loss(x.log_softmax(1)[..., None, None],
+                                                                      lib.tensor([0, 2])[:, None, None], weight=w),
+    "bce_weight": lambda lib, x, w: lib.nn.functional.binary_cross_entropy(x.sigmoid(), lib.ones(2, 3), weight=w),
+    "bce_logits_weight": lambda lib, x, w: lib.nn.functional.binary_cross_entropy_with_logits(
+        x, lib.ones(2, 3), weight=w),
+    "bce_logits_pos_weight": lambda lib, x, w: lib.nn.functional.binary_cross_entropy_with_logits(
+        x, lib.ones(2, 3), pos_weight=w),
+    "multi_margin_weight": lambda lib, x, w: lib.nn.functional.multi_margin_loss(x, lib.tensor([0, 2]), weight=w),
+    "soft_margin_target": lambda lib, x, w: lib.nn.functional.soft_margin_loss(x, w.expand(2, 3)),
+    "batch_norm_running_mean": lambda lib, x, w: lib.nn.functional.batch_norm(x, w, lib.ones(3), training=False),
+    "batch_norm_running_var": lambda lib, x, w: lib.nn.functional.batch_norm(x, lib.zeros(3), w + 1,
+                                                                             training=False),
+}
+
+
+@pytest.mark.parametrize("name", NONDIFFERENTIABLE)
+def test_a_nondifferentiable_input_that_requires_grad_is_refused_as_pytorch(name):
+    same_error(lambda lib: NONDIFFERENTIABLE[name](lib, _loss_input(lib), lib.tensor([1.0, 2.0, 3.0],
+                                                                                     requires_grad=True)))
+
+
+@pytest.mark.parametrize("name", NONDIFFERENTIABLE)
+def test_a_nondifferentiable_input_without_grad_or_under_no_grad_runs_as_pytorch(name):
+    got = []
+    for lib in (torch, sg):
+        x = _loss_input(lib)
+        out = NONDIFFERENTIABLE[name](lib, x, lib.tensor([1.0, 2.0, 3.0]))
+        out.sum().backward()
+        with lib.no_grad():
+            quiet = NONDIFFERENTIABLE[name](lib, x, lib.tensor([1.0, 2.0, 3.0], requires_grad=True))
+        got.append((out.detach().numpy(), x.grad.numpy(), quiet.numpy()))
+    for mine, theirs in zip(got[1], got[0]):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)

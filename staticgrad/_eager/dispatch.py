@@ -128,6 +128,13 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
     return t
 
 
+def _refuse_grad(op: OpDef, index: int) -> None:
+    for i, function, argument in op.nondifferentiable:
+        if i == index:
+            raise RuntimeError(f"The function '{function}' is not differentiable with respect to argument "
+                               f"'{argument}'. This input cannot have requires_grad True.")
+
+
 def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=None):
     """Attach a Node to ``outputs`` if any differentiable input requires grad."""
     grad_inputs = op.grad_inputs
@@ -143,6 +150,8 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
             edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
             meta.append((t._data.shape, t._data.dtype))
         else:
+            if op.nondifferentiable and t._requires_grad:
+                _refuse_grad(op, i)
             needs.append(False)
             edges.append((None, 0))
             meta.append(None)

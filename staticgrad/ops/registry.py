@@ -83,6 +83,10 @@ class OpDef:
     # index, mask or target input no edge). None in it: an input PyTorch's op has and this one does
     # not (the zeros a gradient is scattered into), an edge to nothing. grad_inputs None: every input.
     grad_inputs: tuple[int | None, ...] | None = None
+    # Inputs PyTorch declares not differentiable though they may be float tensors (a loss's class
+    # weights, soft_margin_loss's target): (input index, PyTorch's function name, argument name).
+    # One that requires grad is refused as PyTorch refuses it, rather than left without a gradient.
+    nondifferentiable: tuple[tuple[int, str, str], ...] = ()
     # How generated replay code calls this op directly: emit(inputs, out, attrs, shapes) -> Python
     # statements, or None to call ``forward``. Inputs and out are variable names (a view op assigns
     # out); attrs hold Python values, those read at replay time printing as their variable names;

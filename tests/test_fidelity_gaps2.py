@@ -563,3 +563,11 @@ def test_a_nondifferentiable_input_without_grad_or_under_no_grad_runs_as_pytorch
         got.append((out.detach().numpy(), x.grad.numpy(), quiet.numpy()))
     for mine, theirs in zip(got[1], got[0]):
         np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_fill_with_a_tensor_into_a_view_is_refused_naming_fill():
+    x = sg.ones(3, requires_grad=True)
+    a = x.clone()
+    for value in (2.0, sg.tensor(2.0)):
+        with pytest.raises(RuntimeError, match="in-place 'fill' on a view"):
+            a[1:].fill_(value)

@@ -960,7 +960,12 @@ def fill_(input, value):
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value._data.ndim} dimensions.")
         from staticgrad._eager.indexing import setitem  # (indexing imports this module)
-        setitem(input, Ellipsis, value)
+        try:
+            setitem(input, Ellipsis, value)
+        except RuntimeError as exc:   # the refusal of an in-place write into a view names fill_, not the write
+            if "in-place 'index_put0'" not in str(exc):
+                raise
+            raise RuntimeError(str(exc).replace("'index_put0'", "'fill'")) from None
         return input
     return dispatch_inplace(_op("fill"), input, (), {"value": as_scalar(value), "node_name": "FillBackward2"})
 

@@ -571,3 +571,66 @@ def test_fill_with_a_tensor_into_a_view_is_refused_naming_fill():
     for value in (2.0, sg.tensor(2.0)):
         with pytest.raises(RuntimeError, match="in-place 'fill' on a view"):
             a[1:].fill_(value)
+
+
+# ---- a reduction's dtype= is computed in by the op (no ToCopyBackward0 before its node) -----------
+
+DTYPE_REDUCTIONS = {
+    "sum": lambda lib, x, d: x.sum(dtype=d), "sum_dim": lambda lib, x, d: x.sum(1, dtype=d),
+    "torch_sum": lambda lib, x, d: lib.sum(x, 0, True, dtype=d),
+    "prod": lambda lib, x, d: x.prod(dtype=d), "prod_dim": lambda lib, x, d: x.prod(1, dtype=d),
+    "cumsum": lambda lib, x, d: x.cumsum(1, dtype=d), "cumprod": lambda lib, x, d: x.cumprod(0, dtype=d),
+    "mean": lambda lib, x, d: x.mean(dtype=d), "mean_dim": lambda lib, x, d: x.mean(1, dtype=d),
+    "nansum": lambda lib, x, d: x.nansum(dtype=d), "nanmean": lambda lib, x, d: x.nanmean(dtype=d),
+    "vector_norm": lambda lib, x, d: lib.linalg.vector_norm(x, dtype=d), "norm": lambda lib, x, d: x.norm(dtype=d),
+    "softmax": lambda lib, x, d: x.softmax(1, dtype=d), "log_softmax": lambda lib, x, d: x.log_softmax(1, dtype=d),
+}
+
+
+@pytest.mark.parametrize("dtype_name", ["float64", "float32", "float16", "int32", "int64", "bool"])
+@pytest.mark.parametrize("name", DTYPE_REDUCTIONS)
+def test_a_reductions_dtype_keeps_pytorchs_graph_and_gradient(name, dtype_name):
+    def run(lib):
+        x = lib.tensor([[1.5, 2.5], [0.5, -1.0]], requires_grad=True)
+        try:
+            out = DTYPE_REDUCTIONS[name](lib, x, getattr(lib, dtype_name))
+        except Exception as error:   # (the error is what is compared)
+            return type(error).__name__, str(error).replace("torch.", "").replace("staticgrad.", "")
+        g, = lib.autograd.grad(out.sum(), x)
+        with lib.no_grad():
+            quiet = DTYPE_REDUCTIONS[name](lib, x, getattr(lib, dtype_name))
+        return ((str(out.dtype).split(".")[-1], _walk(out.grad_fn), str(g.dtype).split(".")[-1],
+                 str(quiet.dtype).split(".")[-1]), out.detach().double().numpy(), g.double().numpy())
+
+    mine, theirs = run(sg), run(torch)
+    assert mine[0] == theirs[0]
+    if len(theirs) == 3:   # (half precision: to its precision)
+        for a, b in zip(mine[1:], theirs[1:]):
+            np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-3)
+
+
+def test_a_compiled_step_with_reductions_in_another_dtype_replays_as_eager():
+    w = sg.tensor([[1.5, 2.5], [0.5, -1.0]], requires_grad=True)
+    opt = sg.optim.SGD([w], lr=0.01)
+
+    def step(x):
+        opt.zero_grad()
+        y = w * x
+        loss = (y.sum(dtype=sg.float64) + y.prod(1, dtype=sg.float64).sum() + y.cumsum(0, dtype=sg.float64).sum()
+                + y.mean(dtype=sg.float64) + y.nansum(dtype=sg.float64) + y.norm(dtype=sg.float64))
+        loss.backward()
+        opt.step()
+        return loss.detach(), w.grad.clone(), y.detach().sum(dtype=sg.int32)
+
+    compiled = sg.compile(step)
+    for k in range(3):
+        x = sg.tensor([[1.0, 0.5], [2.0, 1.0]]) * (k + 1)
+        before = w.detach().clone()
+        got = compiled(x) + (w.detach().clone(),)
+        with sg.no_grad():
+            w.copy_(before)
+        want = step(x) + (w.detach(),)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert compiled.stats.replays == 2

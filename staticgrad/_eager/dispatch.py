@@ -75,10 +75,14 @@ def _explain(op: OpDef, inputs, attrs, exc: Exception) -> Exception:
     return exc
 
 
-def dispatch(op: OpDef, inputs: tuple, attrs: dict):
-    """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them)."""
+def dispatch(op: OpDef, inputs: tuple, attrs: dict, cast_to=None):
+    """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them).
+    ``cast_to``: a NumPy dtype the op computes in whatever its inputs' (a reduction's ``dtype=``):
+    the node's edges keep the inputs' dtypes, so their gradients come back in them."""
     arrays = [t._data for t in inputs]
     cast, _out_dtype = _dtypes_for(op, arrays, attrs)
+    if cast_to is not None and any(a.dtype != cast_to for a in arrays):
+        cast = cast_to
     tracer = Tracing.tracer
     kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
     quiet = silence()  # log(-1) is nan, 1/0 inf, with no NumPy warning, as in PyTorch

@@ -10,6 +10,7 @@ import numpy as np
 
 from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace, dispatch_pieces
+from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -334,14 +335,29 @@ def reduction_dims(dim, ndim: int):
 
 
 def reduction_input(input, dtype, kernel: str, bool_ok: bool = True):
-    """A sum-like reduction's input cast to its ``dtype=`` argument (when given), and that dtype as
-    NumPy's; refused as PyTorch's kernel ``kernel`` refuses uint16/32/64 (and bool, unless ``bool_ok``)."""
+    """A sum-like reduction's input for its ``dtype=`` argument (when given), and that dtype as
+    NumPy's; refused as PyTorch's kernel ``kernel`` refuses uint16/32/64 (and bool, unless ``bool_ok``),
+    and as its autograd refuses a non-float result of an input that requires grad. A float dtype
+    is left to the op (``dispatch(..., cast_to=)``): PyTorch's node has no ToCopyBackward0 before it;
+    an integer one is a plain cast (its result holds no graph)."""
     if dtype is None:
         return input, None
     np_dtype = _dtypes.to_numpy_dtype(dtype)
     if np_dtype in _dtypes.WIDE_UNSIGNED or (np_dtype.kind == "b" and not bool_ok):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{_dtypes.scalar_type_name(np_dtype)}\'')
+    if np_dtype.kind == "f":
+        return input, np_dtype
+    if input._requires_grad and GradMode.enabled:
+        raise RuntimeError(f"Autograd not support dtype: {_dtypes.scalar_type_name(np_dtype)}")
     return to_dtype(input, dtype), np_dtype
+
+
+def reduce_as(op, input, attrs, np_dtype):
+    """``op`` on ``input`` computed in ``np_dtype`` when that is a float dtype (PyTorch's dtype=),
+    then given that dtype (an integer result is cast after: it holds no graph)."""
+    if np_dtype is not None and np_dtype.kind == "f":
+        return dispatch(op, (input,), attrs, cast_to=np_dtype)
+    return requested(dispatch(op, (input,), attrs), np_dtype)
 
 
 def requested(result, np_dtype):
@@ -356,7 +372,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):
     require_tensor(input, "sum")
     attrs = {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim}
     input, np_dtype = reduction_input(input, dtype, "sum_cpu")
-    return requested(dispatch(_op("sum"), (input,), attrs), np_dtype)
+    return reduce_as(_op("sum"), input, attrs, np_dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -366,7 +382,8 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
         if np_dtype.kind != "f":
             raise RuntimeError("mean(): could not infer output dtype. Optional dtype must be either a floating "
                                f"point or complex dtype. Got: {_dtypes.scalar_type_name(np_dtype)}")
-        input = to_dtype(input, dtype)
+        return dispatch(_op("mean"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim},
+                        cast_to=np_dtype)
     if input._data.dtype.kind != "f":
         name = _dtypes.from_numpy_dtype(input._data.dtype).tensor_type[:-6]
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "

@@ -232,7 +232,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
             raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({fn._dtypes.scalar_type_name(have)}) "
                                "should be convertible without narrowing to the specified dtype "
                                f"({fn._dtypes.scalar_type_name(np_dtype)})")
-        input = fn.to_dtype(input, dtype)
+    else:
+        np_dtype = None
     if p == "fro":
         p = 2.0
     elif isinstance(p, str):
@@ -249,7 +250,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     p = float(p)
     if math.isnan(p):
         raise NotImplementedError("staticgrad's norm needs a p that is a number, not NaN")
-    return dispatch(OPS["vector_norm"], (input,), {"ord": p, "dim": dims, "keepdim": bool(keepdim)})
+    return dispatch(OPS["vector_norm"], (input,), {"ord": p, "dim": dims, "keepdim": bool(keepdim)},
+                    cast_to=np_dtype)   # (computed in dtype, as PyTorch's: no ToCopyBackward0 before it)
 
 
 FUNCTIONS["norm"] = norm

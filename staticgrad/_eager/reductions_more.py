@@ -8,7 +8,7 @@ import warnings
 from collections import namedtuple
 
 from staticgrad._eager.dispatch import dispatch
-from staticgrad._eager.functions import reduction_dims, reduction_input, requested, require_tensor, to_dtype
+from staticgrad._eager.functions import reduce_as, reduction_dims, reduction_input, require_tensor, to_dtype
 from staticgrad._eager.tensor import _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -77,7 +77,7 @@ def prod(input, dim=_UNSET, keepdim=False, *, dtype=None, axis=_UNSET):
     attrs = {"dim": None if dim is None else _normalize_dim(dim, input._data.ndim), "keepdim": bool(keepdim)}
     if dim is None:
         attrs["keepdim"] = False
-    return requested(dispatch(OPS["prod"], (input,), attrs), np_dtype)
+    return reduce_as(OPS["prod"], input, attrs, np_dtype)
 
 
 def _logical(name: str):
@@ -113,14 +113,14 @@ def cumsum(input, dim=_UNSET, *, dtype=None, axis=_UNSET):
     require_tensor(input, "cumsum")
     d = _scan_dim(input, dim, axis, "cumsum")
     input, np_dtype = reduction_input(input, dtype, "cumsum_out_cpu", bool_ok=False)
-    return requested(dispatch(OPS["cumsum"], (input,), {"dim": d}), np_dtype)
+    return reduce_as(OPS["cumsum"], input, {"dim": d}, np_dtype)
 
 
 def cumprod(input, dim=_UNSET, *, dtype=None, axis=_UNSET):
     require_tensor(input, "cumprod")
     d = _scan_dim(input, dim, axis, "cumprod")
     input, np_dtype = reduction_input(input, dtype, "cumprod_out_cpu", bool_ok=False)
-    return requested(dispatch(OPS["cumprod"], (input,), {"dim": d}), np_dtype)
+    return reduce_as(OPS["cumprod"], input, {"dim": d}, np_dtype)
 
 
 CummaxResult = namedtuple("cummax", ["values", "indices"])

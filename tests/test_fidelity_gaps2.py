@@ -634,3 +634,62 @@ def test_a_compiled_step_with_reductions_in_another_dtype_replays_as_eager():
             assert a.dtype == b.dtype
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert compiled.stats.replays == 2
+
+
+# ---- the margin losses' graphs: PyTorch's C++ composites add and subtract numbers ----------------
+
+MARGIN_LOSSES = {
+    "hinge_embedding": lambda lib, x, p, t: lib.nn.functional.hinge_embedding_loss(x, t),
+    "hinge_embedding_none": lambda lib, x, p, t: lib.nn.functional.hinge_embedding_loss(x, t, margin=0.5,
+                                                                                        reduction="none"),
+    "cosine_embedding": lambda lib, x, p, t: lib.nn.functional.cosine_embedding_loss(x, p, t[:, 0]),
+    "cosine_embedding_margin": lambda lib, x, p, t: lib.nn.functional.cosine_embedding_loss(x, p, t[:, 0],
+                                                                                            margin=0.2),
+    "margin_ranking": lambda lib, x, p, t: lib.nn.functional.margin_ranking_loss(x[0], x[1], t[0]),
+    "margin_ranking_margin": lambda lib, x, p, t: lib.nn.functional.margin_ranking_loss(x[0], p[1], t[0], margin=0.5),
+}
+
+
+@pytest.mark.parametrize("name", MARGIN_LOSSES)
+def test_a_margin_losss_graph_and_gradients_as_pytorchs(name):
+    got = []
+    for lib in (torch, sg):
+        x = lib.tensor([[0.2, -0.5, 0.9], [0.4, 0.1, -0.3]], requires_grad=True)
+        p = lib.tensor([[0.2, 0.5, 0.9], [0.4, 0.1, 0.3]], requires_grad=True)
+        t = lib.tensor([[1.0, -1.0, 1.0], [-1.0, 1.0, 1.0]])
+        out = MARGIN_LOSSES[name](lib, x, p, t)
+        gx, gp = lib.autograd.grad(out.sum(), (x, p), allow_unused=True)
+        got.append((_walk(out.grad_fn), out.detach().numpy(), gx.numpy(), None if gp is None else gp.numpy()))
+    assert got[1][0] == got[0][0]
+    for mine, theirs in zip(got[1][1:], got[0][1:]):
+        if theirs is None:
+            assert mine is None
+        else:
+            np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_a_compiled_step_with_margin_losses_replays_as_eager():
+    w = sg.tensor([[0.2, -0.5, 0.9], [0.4, 0.1, -0.3]], requires_grad=True)
+    opt = sg.optim.SGD([w], lr=0.1)
+    F = sg.nn.functional
+
+    def step(p, t):
+        opt.zero_grad()
+        loss = (F.hinge_embedding_loss(w, t, margin=0.7) + F.cosine_embedding_loss(w, p, t[:, 0], margin=0.1)
+                + F.margin_ranking_loss(w[0], p[1], t[0], margin=0.3))
+        loss.backward()
+        opt.step()
+        return loss.detach(), w.grad.clone()
+
+    compiled = sg.compile(step)
+    t = sg.tensor([[1.0, -1.0, 1.0], [-1.0, 1.0, 1.0]])
+    for k in range(3):
+        p = sg.tensor([[0.2, 0.5, 0.9], [0.4, 0.1, 0.3]]) * (k + 1)
+        before = w.detach().clone()
+        got = compiled(p, t) + (w.detach().clone(),)
+        with sg.no_grad():
+            w.copy_(before)
+        want = step(p, t) + (w.detach(),)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert compiled.stats.replays == 2

@@ -67,6 +67,7 @@ WIDE_UNSIGNED_OPS = frozenset((
 ) + tuple(f"index{n}" for n in range(9)))
 KERNEL_NAMES = {
     "add": "add_stub", "add_scalar": "add_stub", "sub": "add_stub", "sub_scalar": "add_stub", "rsub_scalar": "add_stub",
+    "add_scalar_cpp": "add_stub", "sub_scalar_cpp": "add_stub",
     "lt": "lt_cpu", "lt_scalar": "lt_cpu", "le": "le_cpu", "le_scalar": "le_cpu", "gt": "gt_cpu",
     "gt_scalar": "gt_cpu", "ge": "ge_cpu", "ge_scalar": "ge_cpu", "neg": "neg_cpu", "abs": "abs_cpu",
     "sign": "sign_cpu", "amax": "max_all", "amin": "min_all", "max_dim": "max_all", "min_dim": "min_all",

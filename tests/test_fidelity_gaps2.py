@@ -1,8 +1,12 @@
 """More PyTorch behaviours staticgrad once lacked: node classes that refuse construction, index
 and mask inputs that are no edges of their node, mixed-dtype writes into a tensor that requires
-grad, and the refusals around uint16/32/64. Each compares staticgrad with PyTorch."""
+grad, uint16/32/64 promotion and refusals, reductions' dtype=, inputs PyTorch declares not
+differentiable, and the graphs of some losses. Each compares staticgrad with PyTorch; the compiled
+steps check that replay equals eager."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -690,6 +694,46 @@ def test_a_compiled_step_with_margin_losses_replays_as_eager():
         with sg.no_grad():
             w.copy_(before)
         want = step(p, t) + (w.detach(),)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert compiled.stats.replays == 2
+
+
+@pytest.mark.parametrize("reduction", ["mean", "batchmean", "sum", "none"])
+def test_kl_div_is_composed_with_xlogy_as_pytorchs(reduction):
+    got = []
+    for lib in (torch, sg):
+        x = lib.tensor([[-1.2, -0.5, -2.0], [-0.4, -1.1, -0.3]], requires_grad=True)
+        p = lib.tensor([[0.2, 0.0, 0.8], [0.4, 0.1, 0.5]], requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = lib.nn.functional.kl_div(x, p, reduction=reduction)
+        gx, gp = lib.autograd.grad(out.sum(), (x, p))
+        got.append((_walk(out.grad_fn), out.detach().numpy(), gx.numpy(), gp.numpy()))
+    assert got[1][0] == got[0][0]
+    for mine, theirs in zip(got[1][1:], got[0][1:]):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)   # (nan where the target is 0, as there)
+
+
+def test_a_compiled_step_with_kl_div_replays_as_eager():
+    w = sg.tensor([[-1.2, -0.5, -2.0], [-0.4, -1.1, -0.3]], requires_grad=True)
+    opt = sg.optim.SGD([w], lr=0.1)
+
+    def step(p):
+        opt.zero_grad()
+        loss = sg.nn.functional.kl_div(w.log_softmax(1), p, reduction="batchmean")
+        loss.backward()
+        opt.step()
+        return loss.detach(), w.grad.clone()
+
+    compiled = sg.compile(step)
+    for k in range(3):
+        p = sg.tensor([[0.2, 0.0, 0.8], [0.4, 0.1, 0.5]]) * (1 + k / 10)
+        before = w.detach().clone()
+        got = compiled(p) + (w.detach().clone(),)
+        with sg.no_grad():
+            w.copy_(before)
+        want = step(p) + (w.detach(),)
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert compiled.stats.replays == 2

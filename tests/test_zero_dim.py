@@ -638,7 +638,6 @@ CASES += [Case("F.rms_norm", lambda lib, a: lib.nn.functional.rms_norm(a, ()), [
 # Differences from PyTorch that are not about 0-dim tensors; each is pinned where it is fixed.
 KNOWN_ELSEWHERE = {
     "Tensor.__getitem__": "indexing a 0-dim tensor says 'too many indices', PyTorch 'invalid index of a 0-dim tensor'",
-    "Tensor.fill_": "node name FillBackward0, PyTorch 2.13 says FillBackward2 for every fill_",
     "Tensor.copy_": "PyTorch names the node torch::autograd::CopyBackwards",
 }
 

@@ -310,8 +310,7 @@ def take_along_dim(input, indices, dim=None):
     common = list(np.broadcast_shapes(tuple(shape_in), tuple(shape_ix)))
     target_in, target_ix = list(common), list(common)
     target_in[d], target_ix[d] = input._data.shape[d], indices._data.shape[d]
-    if tuple(target_in) != input._data.shape:
-        input = fn.expand(input, *target_in)
+    input = fn.expand(input, *target_in)   # (always, as PyTorch: an ExpandBackward0 even of the same shape)
     if tuple(target_ix) != indices._data.shape:
         indices = fn.expand(indices, *target_ix)
     return fn.gather(input, d, indices)
@@ -479,6 +478,8 @@ def equal(input, other) -> bool:
 
 def count_nonzero(input, dim=None):
     fn.require_tensor(input, "count_nonzero")
+    if input._data.dtype in _dtypes.WIDE_UNSIGNED:
+        _dtypes.refuse_wide_unsigned("count_nonzero", input._data.dtype)
     return fn.sum(fn.ne(input, 0), dim)
 
 
@@ -487,6 +488,8 @@ def signbit(input):
     fn.require_tensor(input, "signbit")
     if input.dtype.category == _dtypes.FLOAT:
         return fn.lt(copysign(fn.full_like_scalar(input, 1.0), input), 0)
+    if input._data.dtype in _dtypes.WIDE_UNSIGNED:   # (no sign bit; their lt is refused)
+        return fn.ne(input, input)
     return fn.lt(input, 0)
 
 

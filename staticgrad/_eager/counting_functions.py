@@ -50,7 +50,7 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 def bincount(input, weights=None, minlength=0):
     """How often each value 0..max(input) occurs (summing ``weights`` instead of ones when given)."""
     fn.require_tensor(input, "bincount")
-    if input._data.dtype.kind not in "iub":
+    if input._data.dtype.kind not in "iub" or input._data.dtype in _dtypes.WIDE_UNSIGNED:
         raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{_type_name(input)}'")
     _read_guard(input, "bincount() (its result's size depends on the values)")
     data = input._data

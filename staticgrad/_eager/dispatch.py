@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.node import NODE_CLASSES, SavedTensor, grad_accumulator
+from staticgrad._eager.node import NODE_CLASSES, SavedTensor, grad_accumulator, new_node
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS, OpDef
@@ -22,6 +22,7 @@ from staticgrad.ops.registry import ATTR, INPUT, RESULT, SHAPE
 # absent bound (clamp's min or max).
 _WIDE_UNSIGNED = _dtypes.WIDE_UNSIGNED
 PROMOTING_ATTRS = ("other", "exponent", "base", "min", "max")
+_PROMOTING_RULES = ("promote", "float", "bool")
 
 def _dtypes_for(op: OpDef, arrays, attrs):
     """(dtype to cast the inputs to, or None; output dtype) under the op's dtype rule."""
@@ -34,7 +35,7 @@ def _dtypes_for(op: OpDef, arrays, attrs):
     if not arrays:
         return None, None
     first = arrays[0].dtype
-    if first in _WIDE_UNSIGNED:
+    if first in _WIDE_UNSIGNED and rule not in _PROMOTING_RULES:   # (a promoting op asks of its promoted dtype)
         _dtypes.refuse_wide_unsigned(op.name, first)
     if rule == "same":
         return None, first
@@ -52,10 +53,11 @@ def _dtypes_for(op: OpDef, arrays, attrs):
         compute = first
     else:
         scalars = [attrs[k] for k in PROMOTING_ATTRS if attrs.get(k) is not None] if attrs else ()
-        dims = [a.dtype for a in arrays if a.ndim]
-        zeros = [a.dtype for a in arrays if not a.ndim]
+        promoted = arrays[1:] if op.name == "where" else arrays   # (a where's condition takes no part)
+        dims = [a.dtype for a in promoted if a.ndim]
+        zeros = [a.dtype for a in promoted if not a.ndim]
         compute = _dtypes.result_type(dims, zeros, scalars)
-        if compute in _WIDE_UNSIGNED:
+        if compute in _WIDE_UNSIGNED and rule != "float":   # (a float op computes in float)
             _dtypes.refuse_wide_unsigned(op.name, compute)
     if rule == "float":
         compute = _dtypes.floating_result(compute)
@@ -73,10 +75,14 @@ def _explain(op: OpDef, inputs, attrs, exc: Exception) -> Exception:
     return exc
 
 
-def dispatch(op: OpDef, inputs: tuple, attrs: dict):
-    """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them)."""
+def dispatch(op: OpDef, inputs: tuple, attrs: dict, cast_to=None):
+    """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them).
+    ``cast_to``: a NumPy dtype the op computes in whatever its inputs' (a reduction's ``dtype=``):
+    the node's edges keep the inputs' dtypes, so their gradients come back in them."""
     arrays = [t._data for t in inputs]
     cast, _out_dtype = _dtypes_for(op, arrays, attrs)
+    if cast_to is not None and any(a.dtype != cast_to for a in arrays):
+        cast = cast_to
     tracer = Tracing.tracer
     kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
     quiet = silence()  # log(-1) is nan, 1/0 inf, with no NumPy warning, as in PyTorch
@@ -126,6 +132,13 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
     return t
 
 
+def _refuse_grad(op: OpDef, index: int) -> None:
+    for i, function, argument in op.nondifferentiable:
+        if i == index:
+            raise RuntimeError(f"The function '{function}' is not differentiable with respect to argument "
+                               f"'{argument}'. This input cannot have requires_grad True.")
+
+
 def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=None):
     """Attach a Node to ``outputs`` if any differentiable input requires grad."""
     grad_inputs = op.grad_inputs
@@ -141,6 +154,8 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
             edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
             meta.append((t._data.shape, t._data.dtype))
         else:
+            if op.nondifferentiable and t._requires_grad:
+                _refuse_grad(op, i)
             needs.append(False)
             edges.append((None, 0))
             meta.append(None)
@@ -150,9 +165,15 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
         edges.append((None, 0))
         meta.append(None)
         needs.append(False)
+    if grad_inputs is not None:   # edges for the differentiable inputs only (an absent optional one too)
+        n = len(edges)
+        edges = [edges[i] if i is not None and i < n else (None, 0) for i in grad_inputs]
+        meta = [meta[i] if i is not None and i < n else None for i in grad_inputs]
     name = op.node_name   # the node is of PyTorch's class for its name (one dict lookup)
-    node = NODE_CLASSES[name if name.__class__ is str else name(attrs)](op, attrs, tuple(edges), tuple(meta),
-                                                                        len(outputs))
+    node = new_node(NODE_CLASSES[name if name.__class__ is str else name(attrs)], op, attrs, tuple(edges),
+                    tuple(meta), len(outputs))
+    if grad_inputs is not None:
+        node._edge_inputs = (grad_inputs, tuple(needs))
     if op.saves:
         saved = {}
         freeable = []

@@ -415,11 +415,16 @@ def apply_node(node, grads_in, running_sums=None, release: bool = False):
             node.release()
     else:
         saved = node.unpack_saved()
-    needs = tuple(meta is not None for meta in node._input_meta)
+    edge_inputs = node._edge_inputs
+    needs = tuple(meta is not None for meta in node._input_meta) if edge_inputs is None else edge_inputs[1]
     grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)
     if running_sums:
         return node.op.backward(F, grad, saved, node.attrs, needs, running_sums=running_sums)
-    return node.op.backward(F, grad, saved, node.attrs, needs)
+    grads = node.op.backward(F, grad, saved, node.attrs, needs)
+    if edge_inputs is not None:   # the gradients of the inputs that have an edge, edge by edge
+        n = len(grads)
+        grads = tuple([grads[i] if i is not None and i < n else None for i in edge_inputs[0]])
+    return grads
 
 
 def _validate(node, index, g):

@@ -10,6 +10,7 @@ import numpy as np
 
 from staticgrad._eager.arguments import as_scalar, shape_argument
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace, dispatch_pieces
+from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -333,18 +334,56 @@ def reduction_dims(dim, ndim: int):
     return dims if ndim else ()
 
 
+def reduction_input(input, dtype, kernel: str, bool_ok: bool = True):
+    """A sum-like reduction's input for its ``dtype=`` argument (when given), and that dtype as
+    NumPy's; refused as PyTorch's kernel ``kernel`` refuses uint16/32/64 (and bool, unless ``bool_ok``),
+    and as its autograd refuses a non-float result of an input that requires grad. A float dtype
+    is left to the op (``dispatch(..., cast_to=)``): PyTorch's node has no ToCopyBackward0 before it;
+    an integer one is a plain cast (its result holds no graph)."""
+    if dtype is None:
+        return input, None
+    np_dtype = _dtypes.to_numpy_dtype(dtype)
+    if np_dtype in _dtypes.WIDE_UNSIGNED or (np_dtype.kind == "b" and not bool_ok):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_dtypes.scalar_type_name(np_dtype)}\'')
+    if np_dtype.kind == "f":
+        return input, np_dtype
+    if input._requires_grad and GradMode.enabled:
+        raise RuntimeError(f"Autograd not support dtype: {_dtypes.scalar_type_name(np_dtype)}")
+    return to_dtype(input, dtype), np_dtype
+
+
+def reduce_as(op, input, attrs, np_dtype):
+    """``op`` on ``input`` computed in ``np_dtype`` when that is a float dtype (PyTorch's dtype=),
+    then given that dtype (an integer result is cast after: it holds no graph)."""
+    if np_dtype is not None and np_dtype.kind == "f":
+        return dispatch(op, (input,), attrs, cast_to=np_dtype)
+    return requested(dispatch(op, (input,), attrs), np_dtype)
+
+
+def requested(result, np_dtype):
+    """A reduction's result in its ``dtype=`` argument: the integer ops sum in int64 (wrapping as
+    the narrower type would) and an integer result holds no graph, so the cast is exact and free."""
+    if np_dtype is None or result._data.dtype == np_dtype:
+        return result
+    return to_dtype(result, np_dtype)
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     require_tensor(input, "sum")
     attrs = {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim}
-    if dtype is not None:
-        input = to_dtype(input, dtype)
-    return dispatch(_op("sum"), (input,), attrs)
+    input, np_dtype = reduction_input(input, dtype, "sum_cpu")
+    return reduce_as(_op("sum"), input, attrs, np_dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     require_tensor(input, "mean")
     if dtype is not None:
-        input = to_dtype(input, dtype)
+        np_dtype = _dtypes.to_numpy_dtype(dtype)
+        if np_dtype.kind != "f":
+            raise RuntimeError("mean(): could not infer output dtype. Optional dtype must be either a floating "
+                               f"point or complex dtype. Got: {_dtypes.scalar_type_name(np_dtype)}")
+        return dispatch(_op("mean"), (input,), {"dim": reduction_dims(dim, input._data.ndim), "keepdim": keepdim},
+                        cast_to=np_dtype)
     if input._data.dtype.kind != "f":
         name = _dtypes.from_numpy_dtype(input._data.dtype).tensor_type[:-6]
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
@@ -931,11 +970,25 @@ def copy_(input, src):
 
 
 def fill_(input, value):
-    return dispatch_inplace(_op("fill"), input, (), {"value": as_scalar(value)})
+    """``value`` everywhere in ``input``: a number (FillBackward2), or a 0-dim tensor, whose gradient
+    is the sum of the incoming one (FillBackward3, as PyTorch's fill_.Tensor)."""
+    if isinstance(value, Tensor):
+        if value._data.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value._data.ndim} dimensions.")
+        from staticgrad._eager.indexing import setitem  # (indexing imports this module)
+        try:
+            setitem(input, Ellipsis, value)
+        except RuntimeError as exc:   # the refusal of an in-place write into a view names fill_, not the write
+            if "in-place 'index_put0'" not in str(exc):
+                raise
+            raise RuntimeError(str(exc).replace("'index_put0'", "'fill'")) from None
+        return input
+    return dispatch_inplace(_op("fill"), input, (), {"value": as_scalar(value), "node_name": "FillBackward2"})
 
 
 def zero_(input):
-    return dispatch_inplace(_op("fill"), input, (), {"value": 0})
+    return dispatch_inplace(_op("fill"), input, (), {"value": 0, "node_name": "ZeroBackward0"})
 
 
 def clamp_(input, min=None, max=None):
@@ -963,8 +1016,7 @@ def pow_(input, exponent):
 # ---- masks and triangles (what causal attention is built from) ----------------------------------
 
 # The C++ type names PyTorch's mask-dtype error shows.
-_CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
-                   "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char"}
+_CPP_TYPE_NAMES = _dtypes.CPP_TYPE_NAMES
 
 
 def mask_attrs(mask, value) -> dict:

@@ -238,7 +238,8 @@ def setitem(t: Tensor, index, value) -> None:
         raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
     if not isinstance(value, Tensor):
         value = full_like_scalar(t, value)
-    elif tensors and value._data.dtype != t._data.dtype:
+    elif tensors and value._data.dtype != t._data.dtype and not (value._data.ndim == 0 and _one_mask(items)):
+        # (one bool mask and a 0-dim value: PyTorch fills, in the tensor's dtype)
         array, where = locate(_shape_only(t._data.shape), template, [i._data for i in tensors])
         try:   # PyTorch checks the shapes first
             np.broadcast_to(_shape_only(_without_leading_ones(value._data.shape)), array[where].shape)
@@ -246,8 +247,8 @@ def setitem(t: Tensor, index, value) -> None:
             raise _value_shape_error(t, template, tensors, value, exc) from None
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got {_scalar_type(t)} for "
                            f"the destination and {_scalar_type(value)} for the source.")
-    if value._data.dtype != t._data.dtype:
-        value = to_dtype(value, t._data.dtype)
+    # a value of another dtype is cast by the write itself, as PyTorch's copy_ does: no node of its
+    # own; its gradient is cast back to its dtype by the engine (the edge's input dtype)
     attrs = {"template": template}
     shape = value._data.shape
     region = _region_shape(t, template) if not tensors and shape else None
@@ -269,6 +270,13 @@ def setitem(t: Tensor, index, value) -> None:
         raise _value_shape_error(t, template, tensors, value, exc) from None
     except IndexError as exc:  # an index tensor out of range (NumPy's axis is a dim of the view indexed)
         raise IndexError(str(exc).replace(" axis ", " dimension ")) from None
+
+
+def _one_mask(items) -> bool:
+    """The index's only tensor is a bool mask of one or more dims (no Python bool beside it)."""
+    found = [item for item in items if isinstance(item, (Tensor, bool))]
+    return (len(found) == 1 and isinstance(found[0], Tensor) and found[0]._data.dtype.kind == "b"
+            and found[0]._data.ndim > 0)
 
 
 def _check_ints(items, shape) -> None:

@@ -220,8 +220,20 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     fn.require_tensor(input, "norm")
     if out is not None:
         raise NotImplementedError("staticgrad's norm has no out= argument; use the returned tensor")
+    if input._data.dtype.kind != "f":
+        name = fn._dtypes.from_numpy_dtype(input._data.dtype).tensor_type[:-6]
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {name}")
     if dtype is not None:
-        input = fn.to_dtype(input, dtype)
+        np_dtype, have = fn._dtypes.to_numpy_dtype(dtype), input._data.dtype
+        if np_dtype.kind != "f":
+            raise RuntimeError("linalg.vector_norm: dtype should be floating point or complex, but got "
+                               f"{fn._dtypes.scalar_type_name(np_dtype)}")
+        if np_dtype != have and np_dtype.itemsize < have.itemsize:   # (float dtypes: narrower is smaller)
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({fn._dtypes.scalar_type_name(have)}) "
+                               "should be convertible without narrowing to the specified dtype "
+                               f"({fn._dtypes.scalar_type_name(np_dtype)})")
+    else:
+        np_dtype = None
     if p == "fro":
         p = 2.0
     elif isinstance(p, str):
@@ -238,7 +250,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     p = float(p)
     if math.isnan(p):
         raise NotImplementedError("staticgrad's norm needs a p that is a number, not NaN")
-    return dispatch(OPS["vector_norm"], (input,), {"ord": p, "dim": dims, "keepdim": bool(keepdim)})
+    return dispatch(OPS["vector_norm"], (input,), {"ord": p, "dim": dims, "keepdim": bool(keepdim)},
+                    cast_to=np_dtype)   # (computed in dtype, as PyTorch's: no ToCopyBackward0 before it)
 
 
 FUNCTIONS["norm"] = norm
@@ -284,8 +297,7 @@ def clamp(input, min=None, max=None):
 
 
 # The C++ names PyTorch's in-place clamp gives the types it cannot cast a result to.
-_CLAMP_TARGET_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-                       "uint8": "unsigned char", "bool": "bool"}
+_CLAMP_TARGET_NAMES = _dtypes.CPP_TYPE_NAMES
 
 
 def clamp_(input, min=None, max=None):

@@ -145,6 +145,18 @@ class _Hookable:
 
     __slots__ = ()
 
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's own notes on this node, made on first use (as PyTorch's)."""
+        metadata = self._metadata
+        if metadata is None:
+            metadata = self._metadata = {}
+        return metadata
+
+    @metadata.setter
+    def metadata(self, value) -> None:
+        raise AttributeError(f"attribute 'metadata' of '{type(self).__name__}' objects is not writable")
+
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` runs after this node computes its input gradients."""
         if self._post_hooks is None:
@@ -169,9 +181,11 @@ class Node(_Hookable):
 
     __slots__ = (
         "__weakref__",
+        "_edge_inputs",
         "_freeable",
         "_freed",
         "_input_meta",
+        "_metadata",
         "_n_outputs",
         "_post_hooks",
         "_pre_hooks",
@@ -180,7 +194,6 @@ class Node(_Hookable):
         "_saved",
         "_seq",
         "attrs",
-        "metadata",
         "next_functions",
         "op",
     )
@@ -197,8 +210,11 @@ class Node(_Hookable):
         self._pre_hooks = None
         self._post_hooks = None
         self._retain_grad_refs = None
-        self.metadata = None
+        self._metadata = None
         self._n_outputs = n_outputs
+        # None: one edge per input, in order; else (the input each edge is for, every input's need):
+        # an op's index, mask and target inputs have no edge, as in PyTorch (OpDef.grad_inputs)
+        self._edge_inputs = None
 
     _plain = True   # made by an op (not a replay's ReleasedNode nor a rewired PassOn)
     _repr_prefix = ""   # a custom autograd.Function's node shows its module, as PyTorch's does
@@ -293,18 +309,21 @@ class Node(_Hookable):
 class AccumulateGrad(_Hookable):
     """The node that adds an incoming gradient into a leaf tensor's ``.grad``."""
 
-    __slots__ = ("__weakref__", "_post_hooks", "_pre_hooks", "_seq", "metadata", "variable")
+    __slots__ = ("__weakref__", "_metadata", "_post_hooks", "_pre_hooks", "_seq", "variable")
     next_functions = ()
     _released = False
     _plain = False
     _n_outputs = 1
+
+    def __new__(cls, *args, **kwargs):
+        raise RuntimeError("Cannot construct")   # as PyTorch's: only the engine makes these (grad_accumulator)
 
     def __init__(self, variable):
         self.variable = variable
         self._seq = float("inf")
         self._pre_hooks = None
         self._post_hooks = None
-        self.metadata = None
+        self._metadata = None
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"   # PyTorch's name() (its class is AccumulateGrad)
@@ -322,6 +341,31 @@ class AccumulateGrad(_Hookable):
 AccumulateGrad.__module__ = "builtins"   # ``str(type(node))`` reads "<class 'AccumulateGrad'>", as in PyTorch
 
 
+def _refuse_node(cls, *args, **kwargs):
+    raise TypeError(f"cannot create '{cls.__name__}' instances")
+
+
+def _refuse_cpp_node(cls, *args, **kwargs):
+    raise RuntimeError("Cannot construct")
+
+
+def new_node(cls, op, attrs, next_functions, input_meta, n_outputs: int = 1):
+    """A node of class ``cls`` (one of NODE_CLASSES), made past the ``__new__`` that refuses
+    ``type(node)()`` from users, as PyTorch's node classes do."""
+    node = _object_new(cls)
+    _node_init(node, op, attrs, next_functions, input_meta, n_outputs)
+    return node
+
+
+def _bare_function_node(self, *args, **kwargs):
+    """``type(fn)()`` for a custom Function's node: a node of its name with no edges, as PyTorch's
+    Python node classes allow."""
+    _node_init(self, type(self)._op, {}, (), ())
+
+
+_object_new = object.__new__
+
+
 class _NodeClasses(dict):
     """Node name -> the subclass of Node of that name (PyTorch's node class: ``MulBackward0``,
     ``CopySlices`` for ``torch::autograd::CopySlices``), made on first use, then one dict lookup."""
@@ -335,19 +379,26 @@ class _NodeClasses(dict):
     def __missing__(self, name: str) -> type:
         return self.make(name, "builtins")
 
-    def make(self, name: str, module: str) -> type:
-        """The class for ``name`` (made in ``module`` if it is new)."""
+    def make(self, name: str, module: str, op=None) -> type:
+        """The class for ``name`` (made in ``module`` if it is new; a class outside builtins, a custom
+        Function's, is made bare by a call, its node's op being ``op``)."""
         cls = self.get(name)
         if cls is None:
             short = name.rpartition("::")[2]
-            cls = self[name] = type(self.base)(short, (self.base,), {"__slots__": (), "__module__": module,
-                                                                      "__qualname__": short})
+            body = {"__slots__": (), "__module__": module, "__qualname__": short}
+            if module == "builtins":   # an op's node class: only the engine makes its nodes (``new_node``)
+                body["__new__"] = _refuse_cpp_node if "::" in name else _refuse_node
+            else:
+                body["__init__"] = _bare_function_node
+                body["_op"] = op
+            cls = self[name] = type(self.base)(short, (self.base,), body)
             if module != "builtins":
                 cls._repr_prefix = module + "."
         return cls
 
 
 NODE_CLASSES = _NodeClasses(Node)
+_node_init = Node.__init__
 
 
 def grad_accumulator(tensor) -> AccumulateGrad:
@@ -355,7 +406,8 @@ def grad_accumulator(tensor) -> AccumulateGrad:
     ref = tensor._grad_acc
     node = ref() if ref is not None else None
     if node is None:
-        node = AccumulateGrad(tensor)
+        node = _object_new(AccumulateGrad)
+        node.__init__(tensor)
         tensor._grad_acc = weakref.ref(node)
     return node
 

@@ -91,24 +91,28 @@ def aminmax(input, *, dim=None, keepdim=False):
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """sum treating NaN as zero (NansumBackward0); integer tensors sum as torch.sum does."""
     fn.require_tensor(input, "nansum")
-    if dtype is not None:
-        input = fn.to_dtype(input, dtype)
-    if input._data.dtype.kind != "f":
-        return fn.sum(input, dim, keepdim)
+    input, np_dtype = fn.reduction_input(input, dtype, "sum_cpu")
+    if input._data.dtype.kind != "f":   # (no NaN to skip)
+        return fn.sum(input, dim, keepdim, dtype=dtype)
     return dispatch(OPS["nansum"], (input,), {"dim": fn.reduction_dims(dim, input._data.ndim),
-                                              "keepdim": bool(keepdim)})
+                                              "keepdim": bool(keepdim)}, cast_to=np_dtype)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """nansum divided by the count of non-NaN elements, composed as PyTorch's (DivBackward0)."""
     fn.require_tensor(input, "nanmean")
     if dtype is not None:
-        input = fn.to_dtype(input, dtype)
+        np_dtype = _dtypes.to_numpy_dtype(dtype)
+        if np_dtype.kind != "f":
+            raise RuntimeError("nanmean(): could not infer output dtype. Optional dtype must be either a floating "
+                               f"point or complex dtype. Got: {_dtypes.scalar_type_name(np_dtype)}")
+        if input._data.dtype.kind != "f":
+            input = fn.to_dtype(input, dtype)
     if input._data.dtype.kind != "f":
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
                            f"{_type_name(input)}")
     count = input.isnan().logical_not().sum(dim, keepdim)
-    return fn.div(nansum(input, dim, keepdim), count)
+    return fn.div(nansum(input, dim, keepdim, dtype=dtype), count)   # (computed in dtype: no ToCopyBackward0)
 
 
 # ---- quantile, composed as PyTorch's: sort, ranks, gather, lerp -------------------------------------------

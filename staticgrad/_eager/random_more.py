@@ -17,8 +17,7 @@ from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 
 # The C++ type names PyTorch's Cauchy check prints for integer dtypes.
-_CPP_NAMES = {"int8": "signed char", "uint8": "unsigned char", "int16": "short int", "int32": "int",
-              "int64": "long int", "bool": "bool"}
+_CPP_NAMES = _dtypes.CPP_TYPE_NAMES
 
 
 def _type_name(tensor) -> str:

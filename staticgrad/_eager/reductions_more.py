@@ -8,7 +8,7 @@ import warnings
 from collections import namedtuple
 
 from staticgrad._eager.dispatch import dispatch
-from staticgrad._eager.functions import reduction_dims, require_tensor, to_dtype
+from staticgrad._eager.functions import reduce_as, reduction_dims, reduction_input, require_tensor, to_dtype
 from staticgrad._eager.tensor import _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
@@ -73,12 +73,11 @@ def prod(input, dim=_UNSET, keepdim=False, *, dtype=None, axis=_UNSET):
     if dim is not None and not isinstance(dim, int):
         raise TypeError(f"prod() received an invalid combination of arguments - got (Tensor, "
                         f"{type(dim).__name__}), but expected one of:")
-    if dtype is not None:
-        input = to_dtype(input, dtype)
+    input, np_dtype = reduction_input(input, dtype, "prod_out_cpu")
     attrs = {"dim": None if dim is None else _normalize_dim(dim, input._data.ndim), "keepdim": bool(keepdim)}
     if dim is None:
         attrs["keepdim"] = False
-    return dispatch(OPS["prod"], (input,), attrs)
+    return reduce_as(OPS["prod"], input, attrs, np_dtype)
 
 
 def _logical(name: str):
@@ -113,17 +112,15 @@ def _scan_dim(input, dim, axis, fn: str) -> int:
 def cumsum(input, dim=_UNSET, *, dtype=None, axis=_UNSET):
     require_tensor(input, "cumsum")
     d = _scan_dim(input, dim, axis, "cumsum")
-    if dtype is not None:
-        input = to_dtype(input, dtype)
-    return dispatch(OPS["cumsum"], (input,), {"dim": d})
+    input, np_dtype = reduction_input(input, dtype, "cumsum_out_cpu", bool_ok=False)
+    return reduce_as(OPS["cumsum"], input, {"dim": d}, np_dtype)
 
 
 def cumprod(input, dim=_UNSET, *, dtype=None, axis=_UNSET):
     require_tensor(input, "cumprod")
     d = _scan_dim(input, dim, axis, "cumprod")
-    if dtype is not None:
-        input = to_dtype(input, dtype)
-    return dispatch(OPS["cumprod"], (input,), {"dim": d})
+    input, np_dtype = reduction_input(input, dtype, "cumprod_out_cpu", bool_ok=False)
+    return reduce_as(OPS["cumprod"], input, {"dim": d}, np_dtype)
 
 
 CummaxResult = namedtuple("cummax", ["values", "indices"])

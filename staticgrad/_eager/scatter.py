@@ -221,8 +221,7 @@ def _index_fill(self, dim, index, value, inplace: bool):
         if value._data.ndim:
             raise RuntimeError("index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value._data.ndim} dimension(s).")
-        return _run("index_fill_tensor", inplace, self, (index.reshape(-1), fn.to_dtype(value, self.dtype)),
-                    {"dim": d})
+        return _run("index_fill_tensor", inplace, self, (index.reshape(-1), value), {"dim": d})
     return _run("index_fill", inplace, self, (index.reshape(-1),), {"dim": d, "value": fn.as_scalar(value)})
 
 
@@ -247,7 +246,7 @@ def _masked_fill(self, mask, value, inplace: bool):
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value._data.ndim} dimension(s).")
     fn.mask_attrs(mask, 0)  # PyTorch's check of the mask's dtype
-    return _run("masked_fill_tensor", inplace, self, (mask, fn.to_dtype(value, self.dtype)), {})
+    return _run("masked_fill_tensor", inplace, self, (mask, value), {})   # (cast by the fill, as PyTorch's)
 
 
 def masked_fill(input, mask, value):

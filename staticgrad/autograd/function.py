@@ -67,7 +67,7 @@ def _backward_op(cls) -> OpDef:
     if op is None:
         op = OpDef(f"autograd_function:{cls.__module__}.{cls.__qualname__}", _no_forward, "other",
                    f"{cls.__name__}Backward", functools.partial(_run_backward, cls))
-        NODE_CLASSES.make(op.node_name, __name__)   # its node's class lives here, as PyTorch's does
+        NODE_CLASSES.make(op.node_name, __name__, op)   # its node's class lives here, as PyTorch's does
         cls._staticgrad_op = op
     return op
 

@@ -11,7 +11,7 @@ from staticgrad._eager.saved_hooks import disable_saved_tensors_hooks, saved_ten
 __all__ = ["Node", "disable_saved_tensors_hooks", "saved_tensors_hooks"]
 
 
-class Node(abc.ABC):  # noqa: B024 (abstract for isinstance only, as PyTorch's)
+class Node(abc.ABC):
     """What ``isinstance(fn, torch.autograd.graph.Node)`` asks of: every node of a backward graph,
     the functions (``MulBackward0``, a custom Function's node) and ``AccumulateGrad`` alike, as
     PyTorch's abstract class answers it. The nodes themselves are ``staticgrad._eager.node``'s."""
@@ -21,3 +21,33 @@ class Node(abc.ABC):  # noqa: B024 (abstract for isinstance only, as PyTorch's)
         if cls is Node and issubclass(subclass, (_FunctionNode, AccumulateGrad)):
             return True
         return NotImplemented
+
+    # the methods PyTorch's abstract Node declares: ``Node()`` is refused naming them, as there
+    @abc.abstractmethod
+    def name(self): ...
+
+    @property
+    @abc.abstractmethod
+    def next_functions(self): ...
+
+    @property
+    @abc.abstractmethod
+    def metadata(self): ...
+
+    @property
+    @abc.abstractmethod
+    def _sequence_nr(self): ...
+
+    @property
+    @abc.abstractmethod
+    def _input_metadata(self): ...
+
+    @abc.abstractmethod
+    def register_hook(self, fn): ...
+
+    @abc.abstractmethod
+    def register_prehook(self, fn): ...
+
+    @abc.abstractmethod
+    def _register_hook_dict(self, tensor): ...
+

@@ -9,6 +9,7 @@ import warnings
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch
 from staticgrad._eager.grad_mode import no_grad
+from staticgrad._eager.special_functions import xlogy
 from staticgrad.nn.module import Module
 from staticgrad.nn.reduction import _Loss, _WeightedLoss, legacy_reduction
 from staticgrad.ops import OPS
@@ -143,9 +144,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     code = REDUCTIONS["sum"] if reduction == "batchmean" else reduction_code(reduction)
     if log_target:
         pointwise = fn.mul(fn.exp(target), fn.sub(target, input))
-    else:  # xlogy(target, target): 0 where the target is 0
-        pointwise = fn.sub(fn.mul(target, fn.log(fn.masked_fill(target, fn.eq(target, 0), 1.0))),
-                           fn.mul(target, input))
+    else:  # xlogy(target, target): 0 where the target is 0 (XlogyBackward0, as PyTorch composes it)
+        pointwise = fn.sub(xlogy(target, target), fn.mul(target, input))
     reduced = _reduce(pointwise, code)
     if reduction == "batchmean" and input._data.ndim != 0:
         reduced = fn.div(reduced, input._data.shape[0])

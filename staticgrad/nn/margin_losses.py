@@ -26,6 +26,17 @@ def _code(size_average, reduce, reduction):
     return reduction_code(legacy_reduction(size_average, reduce, reduction, stacklevel=4))
 
 
+def _add_number(t, number):
+    """``t + number`` as PyTorch's C++ losses add it (at::add(Tensor, Scalar): AddBackward1)."""
+    return dispatch(OPS["add_scalar_cpp"], (t,), {"other": fn.fit_scalar(t, number), "alpha": 1})
+
+
+def _number_minus(number, t):
+    """``number - t`` as PyTorch's C++ losses write it: a sub whose first operand is the number
+    wrapped in a 0-dim tensor (SubBackward0, an edge to nothing first)."""
+    return fn.sub(fn.full_like_scalar(t, number), t)
+
+
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -y (x1 - x2) + margin)."""
     code = _code(size_average, reduce, reduction)
@@ -33,7 +44,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     if len(set(shapes)) != 1:
         raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            f"input1: {input1.shape!r}, input2: {input2.shape!r}, target: {target.shape!r} ")
-    output = clamp_min(fn.add(fn.mul(fn.neg(target), fn.sub(input1, input2)), margin), 0)
+    output = clamp_min(_add_number(fn.mul(fn.neg(target), fn.sub(input1, input2)), margin), 0)
     return _reduce(output, code)
 
 
@@ -41,7 +52,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     """x where y == 1, max(0, margin - x) where y == -1."""
     code = _code(size_average, reduce, reduction)
     zeros = zeros_like(input)
-    margin_clamp = clamp_min(fn.rsub(input, margin), 0)
+    margin_clamp = clamp_min(_number_minus(margin, input), 0)
     output_margin = fn.where(fn.ne(target, 1), margin_clamp, zeros)
     output_self = fn.where(fn.ne(target, -1), input, zeros)
     return _reduce(fn.add(output_margin, output_self), code)
@@ -181,12 +192,13 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
                            f"{list(input1._data.shape)} and {list(input2._data.shape)}.")
     epsilon = 1e-12
     product_sum = fn.sum(fn.mul(input1, input2), dim)
-    square1 = fn.add(fn.sum(fn.mul(input1, input1), dim), epsilon)
-    square2 = fn.add(fn.sum(fn.mul(input2, input2), dim), epsilon)
+    square1 = _add_number(fn.sum(fn.mul(input1, input1), dim), epsilon)
+    square2 = _add_number(fn.sum(fn.mul(input2, input2), dim), epsilon)
     cosine = fn.div(product_sum, fn.sqrt(fn.mul(square1, square2)))
     zeros = zeros_like(cosine)
-    positive = fn.rsub(cosine, 1)
-    negative = clamp_min(fn.sub(cosine, margin), 0)
+    positive = _number_minus(1, cosine)
+    less = dispatch(OPS["sub_scalar_cpp"], (cosine,), {"other": fn.fit_scalar(cosine, margin), "alpha": 1})
+    negative = clamp_min(less, 0)
     output = fn.add(fn.where(fn.eq(target, 1), positive, zeros), fn.where(fn.eq(target, -1), negative, zeros))
     return _reduce(output, code)
 

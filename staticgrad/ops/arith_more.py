@@ -202,3 +202,6 @@ register(OpDef("heaviside", _heaviside, "elementwise", "torch::autograd::NotImpl
 # A tensor times a number in PyTorch's C++ composites (at::mul(Tensor, Scalar)): MulBackward1, no
 # wrapped-number edge.
 register(replace(OPS["mul_scalar"], name="mul_scalar_cpp", node_name="MulBackward1", wrapped_scalar=False))
+# and a tensor plus or minus one (at::add / at::sub (Tensor, Scalar)): AddBackward1, SubBackward1
+register(replace(OPS["add_scalar"], name="add_scalar_cpp", node_name="AddBackward1", wrapped_scalar=False))
+register(replace(OPS["sub_scalar"], name="sub_scalar_cpp", node_name="SubBackward1", wrapped_scalar=False))

@@ -126,4 +126,5 @@ register(OpDef("batch_norm_train", _train_forward, "other", "NativeBatchNormBack
 register(OpDef("batch_norm_eval", _eval_forward, "other", "NativeBatchNormBackward0",
                widen_formula(_eval_backward, _WIDENED),
                (Save("input", 0), Save("weight", 1), Save("running_mean", 3), Save("running_var", 4),
-                Save("eps", "attr:eps", freed=False)), "float", grad_inputs=(0, 1, 2)))
+                Save("eps", "attr:eps", freed=False)), "float", grad_inputs=(0, 1, 2),
+               nondifferentiable=((3, "native_batch_norm", "running_mean"), (4, "native_batch_norm", "running_var"))))

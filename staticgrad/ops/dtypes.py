@@ -53,7 +53,8 @@ WIDE_UNSIGNED = frozenset((uint16.np, uint32.np, uint64.np))
 
 # The ops PyTorch runs on uint16/32/64 tensors (the others raise NotImplementedError): views,
 # copies and casts, creation, equality, mul, true division, sums, bitwise and/or/xor, sort, cat/stack,
-# where and reading with index tensors. KERNEL_NAMES: PyTorch's kernel name in the refusal.
+# where, reading with index tensors, and rounding and NaN tests (which change no integer).
+# KERNEL_NAMES: PyTorch's kernel name in the refusal.
 WIDE_UNSIGNED_OPS = frozenset((
     "alias", "detach", "expand", "permute", "reshape_alias", "select", "slice", "split", "split_with_sizes",
     "squeeze", "t", "transpose", "unbind", "unsqueeze", "view", "unsafe_view", "diagonal", "unfold",
@@ -61,10 +62,12 @@ WIDE_UNSIGNED_OPS = frozenset((
     "randint", "eq", "eq_scalar", "ne", "ne_scalar", "mul", "mul_scalar", "mul_scalar_cpp", "div", "div_scalar",
     "div_scalar_cpp", "sum", "prod", "cumsum", "cumprod", "all", "any", "bitwise_and", "bitwise_and_scalar",
     "bitwise_or", "bitwise_or_scalar", "bitwise_xor", "bitwise_xor_scalar", "sort", "argsort", "unique",
-    "unique_consecutive", "cat", "stack", "where", "repeat", "roll", "index_put0",
+    "unique_consecutive", "cat", "stack", "where", "repeat", "roll", "index_put0", "floor", "ceil", "round",
+    "trunc", "isnan", "isfinite", "isinf", "isposinf", "isneginf", "nan_to_num",
 ) + tuple(f"index{n}" for n in range(9)))
 KERNEL_NAMES = {
     "add": "add_stub", "add_scalar": "add_stub", "sub": "add_stub", "sub_scalar": "add_stub", "rsub_scalar": "add_stub",
+    "add_scalar_cpp": "add_stub", "sub_scalar_cpp": "add_stub",
     "lt": "lt_cpu", "lt_scalar": "lt_cpu", "le": "le_cpu", "le_scalar": "le_cpu", "gt": "gt_cpu",
     "gt_scalar": "gt_cpu", "ge": "ge_cpu", "ge_scalar": "ge_cpu", "neg": "neg_cpu", "abs": "abs_cpu",
     "sign": "sign_cpu", "amax": "max_all", "amin": "min_all", "max_dim": "max_all", "min_dim": "min_all",
@@ -77,8 +80,18 @@ KERNEL_NAMES = {
     "bitwise_right_shift": "rshift_cpu", "bitwise_right_shift_scalar": "rshift_cpu", "mm": "addmm_impl_cpu_",
     "masked_fill": "masked_fill", "masked_fill_tensor": "masked_fill", "gather": "scatter_gather_tensor_cpu",
     "tril": "tril", "triu": "triu", "eye": "eye", "rand": "check_uniform_bounds", "randperm": "randperm",
-    "index_select": "index_select", **{f"index_put{n}": "index_put" for n in range(1, 9)},
+    "index_select": "index_select", "relu": "clamp_min_scalar_cpu", "clamp_min": "clamp_min_scalar_cpu",
+    "clamp_max": "clamp_max_scalar_cpu", "logical_not": "logical_not_cpu", "logical_and": "logical_and_cpu",
+    "logical_or": "logical_or_cpu", "logical_xor": "logical_xor_cpu", "sgn": "sign_cpu",
+    "count_nonzero": "nonzero_count_cpu", **{f"index_put{n}": "index_put" for n in range(1, 9)},
 }
+
+
+# The C++ type names PyTorch's messages show for dtypes (lerp's dtype check, masks, clamp_, cauchy_).
+CPP_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+                  "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+                  "bool": "bool", "uint16": "short unsigned int", "uint32": "unsigned int",
+                  "uint64": "long unsigned int"}
 
 
 class _DefaultFloat:
@@ -138,6 +151,7 @@ def scalar_category(value) -> int:
 def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
     """PyTorch's promotion: dimensioned tensors outrank 0-dim tensors, which outrank Python
     scalars, except that a higher category (bool < int < float) always wins."""
+    check_wide_unsigned(dim_dtypes, zero_dim_dtypes)
     result = None
     result_cat = -1
     for group in (dim_dtypes, zero_dim_dtypes):
@@ -147,11 +161,6 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         members = [d for d in group if category_of(d) == cat]  # float32 with int64 stays float32
         group_type = members[0]
         for d in members[1:]:
-            # PyTorch promotes uint16/32/64 with no other integer type (nor bool; but a where's bool
-            # condition joins the promotion here, so bool, of a lower category, is let through)
-            if d != group_type and (d in WIDE_UNSIGNED or group_type in WIDE_UNSIGNED):
-                raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, attempted to "
-                                   f"promote {scalar_type_name(group_type)} and {scalar_type_name(d)}")
             group_type = np.promote_types(group_type, d)
         if result is None or cat > result_cat:
             result, result_cat = group_type, cat
@@ -160,6 +169,38 @@ def result_type(dim_dtypes, zero_dim_dtypes=(), scalars=()) -> np.dtype:
         if cat > result_cat:
             result = default_float().np if cat == FLOAT else int64.np if cat == INT else bool_.np
     return result
+
+
+def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promotion of two dtypes, as far as its refusal of uint16/32/64 goes: they promote
+    with a float type only (the float wins), with no other integer type nor bool."""
+    if a == b:
+        return a
+    if (a in WIDE_UNSIGNED or b in WIDE_UNSIGNED) and a.kind != "f" and b.kind != "f":
+        raise RuntimeError("Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+                           f"promote {scalar_type_name(a)} and {scalar_type_name(b)}")
+    if a.kind == "f" and b.kind != "f":
+        return a
+    if b.kind == "f" and a.kind != "f":
+        return b
+    return np.promote_types(a, b)
+
+
+def check_wide_unsigned(dim_dtypes, zero_dim_dtypes=()) -> None:
+    """Raise PyTorch's RuntimeError where its promotion meets uint16/32/64 with another integer or
+    bool type: folding the dimensioned tensors' dtypes in order, then the 0-dim ones', then joining
+    a bool result of the first with the second (the one join across the two that promotes)."""
+    if not any(d in WIDE_UNSIGNED for d in dim_dtypes) and not any(d in WIDE_UNSIGNED for d in zero_dim_dtypes):
+        return
+    results = []
+    for group in (dim_dtypes, zero_dim_dtypes):
+        state = None
+        for d in group:
+            state = d if state is None else _promote_pair(state, d)
+        results.append(state)
+    dims, zeros = results
+    if dims is not None and zeros is not None and dims.kind == "b":
+        _promote_pair(dims, zeros)
 
 
 def scalar_type_name(np_dtype) -> str:

@@ -485,14 +485,17 @@ register(OpDef("copy", _copy, "elementwise", "CopyBackwards",
                (), "same", lambda x, at: f"{x[1]}", broadcast_error))
 
 
-def _fill(a, out=None, value=0.0):
+def _fill(a, out=None, value=0.0, node_name=None):
+    """``value`` everywhere; ``node_name`` (fill_'s FillBackward2, zero_'s ZeroBackward0) names the
+    autograd node only."""
     if out is None:
         out = np.empty_like(a)
     out.fill(value)
     return out
 
 
-register(OpDef("fill", _fill, "elementwise", lambda at: "ZeroBackward0" if at["value"] == 0 else "FillBackward0",
+register(OpDef("fill", _fill, "elementwise",
+               lambda at: at.get("node_name") or ("ZeroBackward0" if at["value"] == 0 else "FillBackward0"),
                lambda F, g, s, at, need: (F.zeros_like(g),), (), "same", lambda x, at: lit(at["value"])))
 
 

@@ -108,7 +108,7 @@ def _embedding_bag_backward(F, grads, s, at, need):
 
 _BAG_SAVES = (Save("weight", 0), Save("indices", 1), Save("offsets", 2), Save("winners", "result:1"))
 register(OpDef("embedding_bag", _embedding_bag, "other", "EmbeddingBagBackward0", _embedding_bag_backward,
-               _BAG_SAVES, "same", grad_inputs=(0,)))
+               _BAG_SAVES, "same", grad_inputs=(0, 3)))   # (per_sample_weights: an edge to nothing, as in PyTorch)
 register(OpDef("embedding_bag_weighted", _embedding_bag, "other", "EmbeddingBagBackward0", _embedding_bag_backward,
                _BAG_SAVES + (Save("per_sample_weights", 3),), "same", grad_inputs=(0, 3)))
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from staticgrad.errors import LinAlgError
-from staticgrad.ops.registry import OPS, OpDef, Save, register
+from staticgrad.ops.registry import OPS, ZEROS_SELF, OpDef, Save, register
 
 
 def _into(result, out):
@@ -201,7 +201,7 @@ register(OpDef("take", _take, "other", "TakeBackward0",
                (Save("index", 1), Save("self_sym_sizes", "shape:0", freed=False)), "same", grad_inputs=(0,)))
 register(OpDef("put_into_zeros", _put_into_zeros, "other", "PutBackward0",
                lambda F, gg, s, at, need: (F.take(gg, s["index"]), None), (Save("index", 1),), "same",
-               grad_inputs=(0,)))
+               grad_inputs=ZEROS_SELF))
 
 
 # ---- block_diag: 0-, 1- and 2-dim blocks along the diagonal of one matrix --------------------------

@@ -58,7 +58,7 @@ def _soft_margin_backward(F, g, s, at, need):
 
 register(OpDef("soft_margin_loss", _soft_margin, "other", "SoftMarginLossBackward0", _soft_margin_backward,
                (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False)), "same",
-               grad_inputs=(0,)))
+               grad_inputs=(0,), nondifferentiable=((1, "soft_margin_loss", "target"),)))
 
 
 # ---- multi_margin_loss: sum over i != y of w_y max(0, margin - x_y + x_i)^p / C ------------------------
@@ -126,7 +126,8 @@ _MULTI_SAVES = (Save("self", 0), Save("target", 1), Save("p", "attr:p", freed=Fa
 register(OpDef("multi_margin_loss", _multi_margin, "other", "MultiMarginLossBackward0", _multi_margin_backward,
                _MULTI_SAVES, "same", grad_inputs=(0,)))
 register(OpDef("multi_margin_loss_weighted", _multi_margin, "other", "MultiMarginLossBackward0",
-               _multi_margin_backward, _MULTI_SAVES + (Save("weight", 2),), "same", grad_inputs=(0,)))
+               _multi_margin_backward, _MULTI_SAVES + (Save("weight", 2),), "same", grad_inputs=(0,),
+               nondifferentiable=((2, "multi_margin_loss", "weight"),)))
 
 
 # ---- multilabel_margin_loss: sum over listed j, unlisted i of max(0, 1 - x_j + x_i) / C ----------------
@@ -158,7 +159,7 @@ def _multilabel_margin_backward(F, g, s, at, need):
 register(OpDef("multilabel_margin_loss", _multilabel_margin, "other", "MultilabelMarginLossBackward0",
                _multilabel_margin_backward,
                (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False)), "same",
-               grad_inputs=(0,)))
+               grad_inputs=(0,), nondifferentiable=((1, "soft_margin_loss", "target"),)))
 
 
 # at::norm(x, p, dim, keepdim), as pairwise_distance calls it: the vector norm under its own node name.

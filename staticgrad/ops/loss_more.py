@@ -71,7 +71,8 @@ for _name, _present in _variant_inputs("binary_cross_entropy", ("weight",)):
     register(OpDef(_name, _bce_forward(_present), "other", "BinaryCrossEntropyBackward0", _bce_backward,
                    (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False))
                    + tuple(Save(e, 2 + i) for i, e in enumerate(_present)),
-                   "promote", explain=broadcast_error, grad_inputs=(0, 1)))
+                   "promote", explain=broadcast_error, grad_inputs=(0, 1),
+                   nondifferentiable=tuple((2 + k, "binary_cross_entropy", e) for k, e in enumerate(_present))))
 
 
 # ---- binary cross entropy on logits -------------------------------------------------------------
@@ -121,7 +122,9 @@ for _name, _present in _variant_inputs("binary_cross_entropy_with_logits", ("wei
                    _bce_logits_backward,
                    (Save("self", 0), Save("target", 1), Save("reduction", "attr:reduction", freed=False))
                    + tuple(Save(e, 2 + i) for i, e in enumerate(_present)),
-                   "promote", explain=broadcast_error, grad_inputs=(0, 1)))
+                   "promote", explain=broadcast_error, grad_inputs=(0, 1),
+                   nondifferentiable=tuple((2 + k, "binary_cross_entropy_with_logits", e)
+                                           for k, e in enumerate(_present))))
 
 
 # ---- smooth L1 and Huber -------------------------------------------------------------------------
@@ -222,7 +225,7 @@ def _weighted_nll_family(name: str, node_name: str) -> None:
                     Save("reduction", "attr:reduction", freed=False),
                     Save("ignore_index", "attr:ignore_index", freed=False),
                     Save("self_sym_sizes", "shape:0", freed=False)),
-                   "same", grad_inputs=(0,)))
+                   "same", grad_inputs=(0,), nondifferentiable=((2, name.replace("_weighted", "_forward"), "weight"),)))
     register(OpDef(backward_name, _nll_loss_weighted_backward, "other",
                    node_name.replace("Backward0", "BackwardBackward0"), double_formula,
                    (Save("target", 2), Save("weight", 3)), "same", grad_inputs=(0, 1)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from staticgrad.ops.reductions import axis_error
-from staticgrad.ops.registry import OpDef, Save, register
+from staticgrad.ops.registry import ZEROS_SELF, OpDef, Save, register
 from staticgrad.ops.shape import reshape_back
 
 
@@ -266,7 +266,7 @@ def _topk(a, out=None, k=1, dim=0, largest=True):
 
 def _scatter_back(F, g, s, at, need):
     """Gradient of a value-selecting op (sort, topk): each value's gradient goes to its source."""
-    return (F.scatter_add_zeros(g[0], s["indices"], dim=at["dim"], sizes=tuple(s["self_sym_sizes"])),)
+    return (F.scatter_zeros(g[0], s["indices"], dim=at["dim"], sizes=tuple(s["self_sym_sizes"])),)
 
 
 _SELECTED = (Save("indices", "result:1"), _SIZES, _kept("dim"))
@@ -299,7 +299,7 @@ register(OpDef("index_select", _index_select, "other", "IndexSelectBackward0",
                (_kept("dim"), Save("index", 1), _SIZES), "same", grad_inputs=(0,)))
 register(OpDef("index_add_zeros", _index_add_zeros, "other", "IndexAddBackward0",
                lambda F, gg, s, at, need: (F.index_select(gg, s["index"], dim=at["dim"]), None),
-               (Save("index", 1),), "same", grad_inputs=(0,)))
+               (Save("index", 1),), "same", grad_inputs=ZEROS_SELF))
 
 
 # ---- data-dependent sizes: masked_select, nonzero (callers refuse them while tracing) ----------------
@@ -337,7 +337,7 @@ register(OpDef("masked_select", _masked_select, "other", "MaskedSelectBackward0"
                (Save("mask", 1), _SIZES), "same", explain=_masked_select_error, grad_inputs=(0,)))
 register(OpDef("masked_scatter_zeros", _masked_scatter_zeros, "other", "MaskedScatterBackward0",
                lambda F, gg, s, at, need: (F.masked_select(gg, s["mask"]), None), (Save("mask", 1),), "same",
-               grad_inputs=(0,)))
+               grad_inputs=ZEROS_SELF))
 
 register(OpDef("nonzero", lambda a, out=None: _into(np.argwhere(a).astype(np.int64), out), "other",
                dtype_rule="index"))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from staticgrad.ops.elementwise import loop_output, loop_result
-from staticgrad.ops.registry import OpDef, Save, as_array, jit_loops, register, with_emit
+from staticgrad.ops.registry import OPS, ZEROS_SELF, OpDef, Save, as_array, jit_loops, register, with_emit
 
 
 def axis_error(shapes, attrs, exc):
@@ -180,7 +182,7 @@ def _indexed_extreme_backward(F, g, s, at, need):
     if not keepdim:
         grad_values = F.unsqueeze(grad_values, dim=dim)
         indices = F.unsqueeze(indices, dim=dim)
-    return (F.scatter_add_zeros(grad_values, indices, dim=dim, sizes=tuple(s["self_sym_sizes"])),)
+    return (F.scatter_zeros(grad_values, indices, dim=dim, sizes=tuple(s["self_sym_sizes"])),)
 
 
 register(OpDef("max_dim", _max_dim, "reduction", "MaxBackward0", _indexed_extreme_backward,
@@ -248,7 +250,9 @@ def _scatter_add_zeros(g, index, out=None, dim=0, sizes=()):
 
 register(OpDef("scatter_add_zeros", _scatter_add_zeros, "other", "ScatterAddBackward0",
                lambda F, gg, s, at, need: (F.gather(gg, s["index"], dim=at["dim"]), None),
-               (Save("index", 1),), "same", grad_inputs=(0,)))
+               (Save("index", 1),), "same", grad_inputs=ZEROS_SELF))
+# the same write where no index repeats (a value-selecting op's indices): PyTorch scatters there
+register(replace(OPS["scatter_add_zeros"], name="scatter_zeros", node_name="ScatterBackward0"))
 
 
 # ---- logsumexp -----------------------------------------------------------------------------------

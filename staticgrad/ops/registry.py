@@ -63,6 +63,11 @@ class Save:
         return self.kind is INPUT or self.kind is RESULT
 
 
+# grad_inputs of an op that writes a gradient into zeros it makes (PyTorch's ``self`` there, new
+# zeros, is an edge to nothing), its input 0 being what it writes
+ZEROS_SELF = (None, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class OpDef:
     name: str
@@ -74,7 +79,14 @@ class OpDef:
     dtype_rule: str = "same"
     scalar_expr: Callable[[list, dict], str] | None = None
     explain: Callable | None = None
-    grad_inputs: tuple[int, ...] | None = None  # inputs that can receive a gradient; None: all
+    # The inputs that can receive a gradient, in order: the node's edges, one each (PyTorch gives an
+    # index, mask or target input no edge). None in it: an input PyTorch's op has and this one does
+    # not (the zeros a gradient is scattered into), an edge to nothing. grad_inputs None: every input.
+    grad_inputs: tuple[int | None, ...] | None = None
+    # Inputs PyTorch declares not differentiable though they may be float tensors (a loss's class
+    # weights, soft_margin_loss's target): (input index, PyTorch's function name, argument name).
+    # One that requires grad is refused as PyTorch refuses it, rather than left without a gradient.
+    nondifferentiable: tuple[tuple[int, str, str], ...] = ()
     # How generated replay code calls this op directly: emit(inputs, out, attrs, shapes) -> Python
     # statements, or None to call ``forward``. Inputs and out are variable names (a view op assigns
     # out); attrs hold Python values, those read at replay time printing as their variable names;

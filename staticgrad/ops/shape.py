@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from staticgrad.ops.registry import OPS, OpDef, Save, register, with_emit
+from staticgrad.ops.registry import OPS, ZEROS_SELF, OpDef, Save, register, with_emit
 
 
 def _numel(shape) -> int:
@@ -362,8 +362,8 @@ for _n in range(0, MAX_INDEX_TENSORS + 1):
     register(OpDef(f"index{_n}", _index, "other", "IndexBackward0", _index_backward_formula,
                    (Save("self_sym_sizes", "shape:0", freed=False),) + _saved_indices,
                    "same", explain=_index_error, grad_inputs=(0,)))
-    register(OpDef(f"index_put_zeros{_n}", _index_put_zeros, "other", "IndexPutBackward0",
-                   _index_put_zeros_backward, _saved_indices, "same", grad_inputs=(0,)))
+    register(OpDef(f"index_put_zeros{_n}", _index_put_zeros, "other", "IndexPutImplBackward0",
+                   _index_put_zeros_backward, _saved_indices, "same", grad_inputs=ZEROS_SELF))
     register(OpDef(f"index_put{_n}", _index_put, "other",  # inputs (self, values, *indices)
                    _index_put_name if _n else _write_through_view_name, _index_put_backward,
                    tuple(Save(f"indices{i}", i + 2) for i in range(_n)),

@@ -32,6 +32,7 @@ from staticgrad._eager.node import (
     SavedTensor,
     grad_accumulator,
     graph_is_live,
+    new_node,
     next_sequence_number,
 )
 from staticgrad._eager.tensor import Tensor
@@ -624,7 +625,8 @@ class CompiledBackward:
         if call is not None and self.rebuild is not None and self.rebuild.refusal is None:
             attrs["call"] = (call, flat, [t._version_counter[0] for t in flat],
                              [t._version_counter[0] for t in self.rebuild.captured])
-        node = NODE_CLASSES[self.opdef.grad_node_name(attrs)](self.opdef, attrs, edges, meta, len(self.trace.outputs))
+        node = new_node(NODE_CLASSES[self.opdef.grad_node_name(attrs)], self.opdef, attrs, edges, meta,
+                        len(self.trace.outputs))
         if "call" in attrs:
             attrs["node"] = weakref.ref(node)   # a double backward rewires it (_pass_on_to)
         live_nodes.add(node)

@@ -970,20 +970,8 @@ def copy_(input, src):
 
 
 def fill_(input, value):
-    """``value`` everywhere in ``input``: a number (FillBackward2), or a 0-dim tensor, whose gradient
-    is the sum of the incoming one (FillBackward3, as PyTorch's fill_.Tensor)."""
-    if isinstance(value, Tensor):
-        if value._data.ndim:
-            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
-                               f"{value._data.ndim} dimensions.")
-        from staticgrad._eager.indexing import setitem  # (indexing imports this module)
-        try:
-            setitem(input, Ellipsis, value)
-        except RuntimeError as exc:   # the refusal of an in-place write into a view names fill_, not the write
-            if "in-place 'index_put0'" not in str(exc):
-                raise
-            raise RuntimeError(str(exc).replace("'index_put0'", "'fill'")) from None
-        return input
+    """A number everywhere in ``input`` (FillBackward2); ``Tensor.fill_`` with a 0-dim tensor is
+    ``indexing.fill_``."""
     return dispatch_inplace(_op("fill"), input, (), {"value": as_scalar(value), "node_name": "FillBackward2"})
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.functions import _scalar_type, expand, full_like_scalar, reshape, to_dtype, unsqueeze, view
+from staticgrad._eager.functions import fill_ as _fill_number
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad._state import Tracing
@@ -349,3 +350,20 @@ def _whole_write_node_name(t: Tensor, value: Tensor) -> str:
     if value._data.shape == t._data.shape or value._data.ndim:
         return "torch::autograd::CopyBackwards"
     return "FillBackward3"
+
+
+def fill_(input, value):
+    """``value`` everywhere in ``input``: a number (FillBackward2), or a 0-dim tensor, whose gradient
+    is the sum of the incoming one (FillBackward3, as PyTorch's fill_.Tensor)."""
+    if not isinstance(value, Tensor):
+        return _fill_number(input, value)
+    if value._data.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value._data.ndim} dimensions.")
+    try:
+        setitem(input, Ellipsis, value)
+    except RuntimeError as exc:   # the refusal of an in-place write into a view names fill_, not the write
+        if "in-place 'index_put0'" not in str(exc):
+            raise
+        raise RuntimeError(str(exc).replace("'index_put0'", "'fill'")) from None
+    return input

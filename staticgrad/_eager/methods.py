@@ -123,7 +123,7 @@ METHODS = {
     "contiguous": lambda self: self if self.is_contiguous() else fn.clone(self),
     # in place
     "add_": fn.add_, "sub_": fn.sub_, "mul_": fn.mul_, "div_": fn.div_, "copy_": fn.copy_, "zero_": fn.zero_,
-    "fill_": fn.fill_, "clamp_": fn.clamp_, "pow_": fn.pow_, "exp_": fn.exp_, "tanh_": fn.tanh_,
+    "fill_": indexing.fill_, "clamp_": fn.clamp_, "pow_": fn.pow_, "exp_": fn.exp_, "tanh_": fn.tanh_,
     "sigmoid_": fn.sigmoid_, "relu_": fn.relu_, "sqrt_": fn.sqrt_, "neg_": fn.neg_, "abs_": fn.abs_, "log_": fn.log_,
     "masked_fill_": fn.masked_fill_,
 }

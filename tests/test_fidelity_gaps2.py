@@ -569,12 +569,18 @@ def test_a_nondifferentiable_input_without_grad_or_under_no_grad_runs_as_pytorch
         np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_fill_with_a_tensor_into_a_view_is_refused_naming_fill():
-    x = sg.ones(3, requires_grad=True)
-    a = x.clone()
-    for value in (2.0, sg.tensor(2.0)):
-        with pytest.raises(RuntimeError, match="in-place 'fill' on a view"):
-            a[1:].fill_(value)
+@pytest.mark.parametrize("tensor_value", [False, True])
+def test_fill_into_a_view_of_a_tensor_in_autograd_is_pytorchs(tensor_value):
+    got = []
+    for lib in (torch, sg):
+        x = lib.ones(3, requires_grad=True)
+        a = x.clone()
+        value = lib.tensor(2.0, requires_grad=True) if tensor_value else 2.0
+        a[1:].fill_(value)
+        (a * lib.arange(3.0)).sum().backward()
+        got.append((a.tolist(), x.grad.tolist(), value.grad.item() if tensor_value else None,
+                    a.grad_fn.name()))
+    assert got[0] == got[1]
 
 
 # ---- a reduction's dtype= is computed in by the op (no ToCopyBackward0 before its node) -----------

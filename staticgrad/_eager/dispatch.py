@@ -128,7 +128,9 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
         base = inputs[0]
         t._version_counter = base._version_counter
         if op.name != "detach":  # detach shares memory and version, but is not a view (and holds no graph)
-            t._base = base._base if base._base is not None else base
+            root = base._base if base._base is not None else base
+            t._base = root
+            t._view_base_fn = root.grad_fn
     return t
 
 
@@ -139,6 +141,22 @@ def _refuse_grad(op: OpDef, index: int) -> None:
                                f"'{argument}'. This input cannot have requires_grad True.")
 
 
+def stale_view(t: Tensor, where: str) -> None:
+    """Refuse a view whose base's autograd history changed (an in-place op or a write into the
+    base) after the view was made: the view's own history still leads to the base as it was, so
+    its gradient would silently miss what the change did. PyTorch gives such a view a new history
+    (AsStridedBackward0) over the base's current one; staticgrad does not yet."""
+    base = t._base
+    if not base._requires_grad and not t._requires_grad:
+        return
+    raise RuntimeError(
+        f"{where}: a view ({t._data.dtype.name}{list(t._data.shape)}) taken before its base tensor was changed in "
+        "place is used in autograd; its history still leads to the base as it was before the change, so its "
+        "gradient would miss what the change did. PyTorch gives such a view the base's new history "
+        "(AsStridedBackward0); staticgrad does not yet. Take the view again after the in-place change, or clone "
+        "it before the change.")
+
+
 def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=None):
     """Attach a Node to ``outputs`` if any differentiable input requires grad."""
     grad_inputs = op.grad_inputs
@@ -147,6 +165,8 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
     meta = []
     any_need = False
     for i, t in enumerate(inputs):
+        if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+            stale_view(t, op.name)
         if t._requires_grad and (grad_inputs is None or i in grad_inputs):
             needs.append(True)
             any_need = True
@@ -230,6 +250,11 @@ def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
     return outputs
 
 
+# An in-place op on a view made by basic indexing of a tensor in autograd, as PyTorch records it
+# (``_eager.indexing.inplace_on_view``, which puts itself here: indexing is built on this module).
+INPLACE_ON_VIEW: list = []
+
+
 def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     """Run ``op`` writing into ``target``'s storage (``add_``, ``mul_``, ``copy_``...)."""
     grad_on = GradMode.enabled
@@ -250,9 +275,14 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
             restore(quiet)
     needs_graph = grad_on and op.backward is not None and any(t._requires_grad for t in inputs)
     if needs_graph and target._base is not None:
+        done = INPLACE_ON_VIEW[0](op, target, others, attrs) if INPLACE_ON_VIEW else None
+        if done is not None:
+            return done
         raise RuntimeError(
-            f"staticgrad does not support in-place '{op.name}' on a view of a tensor that takes part in "
-            "autograd; apply the op out of place (y = y.op(...)) or clone the view first.")
+            f"staticgrad does not support in-place '{op.name}' on this view of a tensor that takes part in "
+            "autograd (it supports views made by basic indexing of the tensor itself, a[1:] or a[:, 0], "
+            "taken after its last in-place change); apply the op out of place (y = y.op(...)) or clone the "
+            "view first.")
     tracer = Tracing.tracer
     versions = [t._version_counter[0] for t in inputs] if needs_graph else None
     original = None

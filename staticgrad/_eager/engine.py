@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.dispatch import F
+from staticgrad._eager.dispatch import F, stale_view
 from staticgrad._eager.grad_mode import GradMode
 from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, grad_accumulator, resolved
 from staticgrad._eager.tensor import Tensor
@@ -24,6 +24,8 @@ from staticgrad.ops.reductions import sum_to_axes
 
 
 def _root_edge(t: Tensor, index: int):
+    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+        stale_view(t, "backward")
     if t.grad_fn is not None:
         return resolved(t.grad_fn, t._output_nr)
     if t._requires_grad:
@@ -165,6 +167,8 @@ def input_edge(t: Tensor):
     """(node, input number) whose buffer collects ``t``'s gradient: its grad_fn's, or its leaf's."""
     if not isinstance(t, Tensor):
         raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
+    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+        stale_view(t, "autograd.grad")
     if t.grad_fn is not None:
         return resolved(t.grad_fn, t._output_nr)
     if not t._requires_grad:

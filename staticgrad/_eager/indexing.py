@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.dispatch import dispatch, dispatch_inplace
+from staticgrad._eager.dispatch import INPLACE_ON_VIEW, dispatch, dispatch_inplace, stale_view
 from staticgrad._eager.functions import _scalar_type, expand, full_like_scalar, reshape, to_dtype, unsqueeze, view
 from staticgrad._eager.functions import fill_ as _fill_number
 from staticgrad._eager.grad_mode import GradMode
@@ -159,6 +159,8 @@ def getitem(t: Tensor, index):
     items = _expand_ellipsis(_normalize(index, byte_masks=True), t._data.ndim)
     result, tensors = _apply_basic(t, items)
     if not tensors:
+        if result._base is t and not any(isinstance(item, (bool, Tensor)) for item in items):
+            result._view_index = tuple(items)   # an in-place op on it writes t[items] (inplace_on_view)
         return result
     if len(tensors) > MAX_INDEX_TENSORS:
         raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
@@ -367,3 +369,30 @@ def fill_(input, value):
             raise
         raise RuntimeError(str(exc).replace("'index_put0'", "'fill'")) from None
     return input
+
+
+def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
+    """``op`` in place on ``target``, a view made by basic indexing of a tensor in autograd
+    (``a[:, 1:] += 1``, ``a[0].mul_(3)``), as PyTorch records it: the op out of place, its result
+    written into the base's region (the base's node becomes CopySlices), and the view's history
+    taken afresh over the base's new one (PyTorch names that node AsStridedBackward0; here it is the
+    view's own op). None when ``target`` is no such view (the caller refuses)."""
+    base, index = target._base, target._view_index
+    if index is None:
+        return None
+    if base.grad_fn is not target._view_base_fn:
+        stale_view(target, op.name)   # (returns when neither the view nor its base takes part in autograd)
+    result = dispatch(op, (target,) + others, attrs)
+    if result._data.dtype != target._data.dtype:
+        result = to_dtype(result, target._data.dtype)
+    setitem(base, index, result)
+    fresh = getitem(base, index)
+    target.grad_fn, target._output_nr, target._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
+    target._view_base_fn = base.grad_fn
+    tracer = Tracing.tracer
+    if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
+        tracer.on_alias(fresh, target, "view")
+    return target
+
+
+INPLACE_ON_VIEW.append(inplace_on_view)

@@ -1,0 +1,175 @@
+"""In-place changes and views in autograd.
+
+A view taken before its base's autograd history changed in place (an in-place op on the base, a
+write into it) must not differentiate through its old history: its gradient would silently miss
+what the change did. PyTorch gives such a view the base's new history (AsStridedBackward0);
+staticgrad refuses it with an error saying what to do. Views whose base changed without a new
+history (under no_grad, an optimizer's update) and views taken after the change work as in PyTorch."""
+
+import numpy as np
+import pytest
+import torch
+
+import staticgrad as sg
+
+STALE = "taken before its base tensor was changed in place"
+
+
+def _changed_after_view(lib, change):
+    x = lib.ones(4, requires_grad=True)
+    a = x * 2
+    view = a[1:]
+    change(a)
+    return x, a, view
+
+
+CHANGES = {
+    "an in-place op": lambda a: a.mul_(3),
+    "a write into the base": lambda a: a.__setitem__(2, 5.0),
+    "an in-place op on the whole base": lambda a: a.relu_(),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_view_of_a_base_changed_in_place_is_refused_not_silently_stale(change):
+    # PyTorch differentiates the view through the base's new history; the old history gives
+    # another gradient (for mul_: 2 where PyTorch gives 6)
+    x, _, view = _changed_after_view(torch, CHANGES[change])
+    (view * 1).sum().backward()
+    assert x.grad is not None
+    _, _, view = _changed_after_view(sg, CHANGES[change])
+    with pytest.raises(RuntimeError, match=STALE):
+        view * 1
+
+
+def test_backward_from_a_stale_view_and_autograd_grad_at_one_are_refused():
+    _, a, view = _changed_after_view(sg, CHANGES["an in-place op"])
+    with pytest.raises(RuntimeError, match=STALE):
+        view.backward(sg.ones(3))
+    with pytest.raises(RuntimeError, match=STALE):
+        sg.autograd.grad(a.sum(), [view])
+
+
+def test_a_view_taken_after_the_change_differentiates_as_in_pytorch():
+    grads = []
+    for lib in (torch, sg):
+        x = lib.ones(4, requires_grad=True)
+        a = x * 2
+        a.mul_(3)
+        a[2] = 5.0
+        (a[1:] * a[:3]).sum().backward()
+        grads.append(x.grad.numpy() if lib is sg else x.grad.detach().numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_a_view_whose_base_changed_without_new_history_differentiates_as_in_pytorch():
+    """Under no_grad the base's values change but its history does not: PyTorch's regenerated
+    view and the view's own history give the same gradient."""
+    grads = []
+    for lib in (torch, sg):
+        x = lib.ones(4, requires_grad=True)
+        a = x * 2
+        view = a[1:]
+        with lib.no_grad():
+            a.mul_(3)
+        (view * view).sum().backward()
+        grads.append(np.asarray(x.grad.tolist()))
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_views_of_parameters_survive_an_optimizer_step():
+    w = sg.nn.Parameter(sg.ones(3, 2))
+    opt = sg.optim.SGD([w], lr=0.1)
+    wt = w.t()
+    (wt.sum() * 2).backward()
+    opt.step()
+    opt.zero_grad()
+    (wt * 3).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((3, 2), 3.0, np.float32))
+
+
+def test_a_view_of_a_base_that_came_to_require_grad_by_a_write_is_refused():
+    value = sg.tensor(5.0, requires_grad=True)
+    a = sg.zeros(4)
+    view = a[1:]
+    a[2] = value
+    with pytest.raises(RuntimeError, match=STALE):
+        (view * 1).sum()
+    x = torch.tensor(5.0, requires_grad=True)   # PyTorch: the view reaches the written value
+    b = torch.zeros(4)
+    tview = b[1:]
+    b[2] = x
+    (tview * 1).sum().backward()
+    assert x.grad.item() == 1.0
+
+
+def test_views_without_an_in_place_change_are_untouched():
+    x = sg.ones(2, 3, requires_grad=True)
+    a = x * 2
+    v, w = a[0], a.t()
+    (v.sum() + w.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.array([[4, 4, 4], [2, 2, 2]], np.float32))
+
+
+# ---- in-place ops on a view made by basic indexing of a tensor in autograd -----------------------
+
+def _augmented(lib):
+    x = lib.ones(2, 4, requires_grad=True)
+    w = lib.full((4,), 0.5, requires_grad=True)
+    a = x * 2
+    a[:, 1:] += 1.0
+    a[0] *= 3
+    a[1] += w
+    a[:, 2].fill_(0.0)
+    a[1, 1:3].copy_(w[:2] * 4)
+    row = a[0]
+    row.mul_(2)
+    (a * row).sum().backward()
+    return a, x.grad, w.grad, [a.grad_fn.name(), row.grad_fn.name()]
+
+
+def test_augmented_assignment_and_in_place_ops_on_views_differentiate_as_in_pytorch():
+    ta, tx, tw, tnames = _augmented(torch)
+    sa, sx, sw, snames = _augmented(sg)
+    np.testing.assert_array_equal(sa.detach().numpy(), ta.detach().numpy())
+    np.testing.assert_array_equal(sx.numpy(), tx.numpy())
+    np.testing.assert_array_equal(sw.numpy(), tw.numpy())
+    assert snames[0] == tnames[0] == "torch::autograd::CopySlices"
+
+
+def test_an_in_place_op_on_a_view_of_a_view_or_of_a_stale_view_is_refused():
+    a = sg.ones(2, 4, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="basic indexing of the tensor itself"):
+        a.t()[1:].mul_(2)
+    with pytest.raises(RuntimeError, match="basic indexing of the tensor itself"):
+        a[1:][0].mul_(2)
+    v = a[0]
+    a.mul_(3)
+    with pytest.raises(RuntimeError, match=STALE):
+        v.mul_(2)
+
+
+def test_a_compiled_step_with_augmented_assignment_into_a_view_equals_eager():
+    def make():
+        sg.manual_seed(0)
+        layer = sg.nn.Linear(4, 4)
+        opt = sg.optim.SGD(layer.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            h = layer(x)
+            h[:, 1:] += 1.0
+            h[0] *= 2
+            loss = (h * h).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return layer, step
+
+    (eager_layer, eager), (layer, compiled) = make(), make()
+    compiled = sg.compile(compiled)
+    for _ in range(4):
+        x = sg.randn(3, 4)
+        assert eager(x).item() == compiled(x).item()
+        np.testing.assert_array_equal(eager_layer.weight.detach().numpy(), layer.weight.detach().numpy())
+    assert compiled.stats.replays == 3

@@ -131,6 +131,7 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
             root = base._base if base._base is not None else base
             t._base = root
             t._view_base_fn = root.grad_fn
+            t._view_index = None   # (getitem sets it: see indexing.inplace_on_view)
     return t
 
 
@@ -287,10 +288,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
     versions = [t._version_counter[0] for t in inputs] if needs_graph else None
     original = None
     if needs_graph and _saves_input0(op):
-        original = Tensor._make(target._data.copy(), target._requires_grad, target.grad_fn)
-        original._output_nr = target._output_nr
-        if tracer is not None:
-            tracer.on_copy(target, original)
+        original = snapshot(target)
     kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
     out = target._data
     quiet = silence()
@@ -312,6 +310,17 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
         if node is not None and target._data.dtype.kind != "f":
             target.grad_fn = None
     return target
+
+
+def snapshot(target: Tensor) -> Tensor:
+    """A copy of ``target``'s values with its history, for a node of an in-place op to read and save:
+    the write that follows moves ``target``'s version, not the copy's."""
+    original = Tensor._make(target._data.copy(), target._requires_grad, target.grad_fn)
+    original._output_nr = target._output_nr
+    tracer = Tracing.tracer
+    if tracer is not None:
+        tracer.on_copy(target, original)
+    return original
 
 
 def _saves_input0(op: OpDef) -> bool:

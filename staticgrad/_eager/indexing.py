@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.dispatch import INPLACE_ON_VIEW, dispatch, dispatch_inplace, stale_view
+from staticgrad._eager.dispatch import INPLACE_ON_VIEW, dispatch, dispatch_inplace, snapshot, stale_view
 from staticgrad._eager.functions import _scalar_type, expand, full_like_scalar, reshape, to_dtype, unsqueeze, view
 from staticgrad._eager.functions import fill_ as _fill_number
 from staticgrad._eager.grad_mode import GradMode
@@ -384,18 +384,14 @@ def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
         stale_view(target, op.name)   # (returns when neither the view nor its base takes part in autograd)
     # the op reads the view's values through a copy with its history: writing the result into the
     # base moves the view's version, and a node that saved the view itself would then refuse
-    original = Tensor._make(target._data.copy(), target._requires_grad, target.grad_fn)
-    original._output_nr = target._output_nr
-    tracer = Tracing.tracer
-    if tracer is not None:
-        tracer.on_copy(target, original)
-    result = dispatch(op, (original,) + others, attrs)
+    result = dispatch(op, (snapshot(target),) + others, attrs)
     if result._data.dtype != target._data.dtype:
         result = to_dtype(result, target._data.dtype)
     setitem(base, index, result)
     fresh = getitem(base, index)
     target.grad_fn, target._output_nr, target._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
     target._view_base_fn = base.grad_fn
+    tracer = Tracing.tracer
     if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
         tracer.on_alias(fresh, target, "view")
     return target

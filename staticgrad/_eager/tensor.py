@@ -77,7 +77,7 @@ class Tensor:
         "_serial",
         "_version_counter",
         "_view_base_fn",   # a view's: its base's grad_fn when the view was made (see dispatch.stale_view)
-        "_view_index",     # a view made by basic indexing of its base: that index (see indexing.inplace_on_view)
+        "_view_index",     # a view's: the basic index of its base that made it, or None (indexing.inplace_on_view)
         "grad_fn",
     )
 
@@ -334,7 +334,6 @@ def _init(t: Tensor, data: np.ndarray, requires_grad: bool, grad_fn) -> None:
     t._output_nr = 0
     t._grad_acc = None
     t._base = None
-    t._view_index = None
     t._hooks = None
     t._retains_grad = False
     t._captured = False

@@ -12,6 +12,7 @@ import pytest
 import staticgrad as sg
 from staticgrad.bench.models import training_step
 from staticgrad.ops import OPS, jit_loops
+from staticgrad.ops.reductions import sum_to_axes
 from tests.oracle import compare, finite_difference_check, torch
 
 rng = np.random.default_rng(7)
@@ -348,3 +349,80 @@ def test_relu_backward_fuses_with_elementwise_neighbours_and_replays_eager():
     fused = [[name for name, _, _ in loop.body]
              for op in ops if op.op == "fused" for loop in op.attr_dict["kernel"].loops]
     assert any("threshold_backward" in names and len(names) > 1 for names in fused)
+
+
+# ---- column sums (a sum over leading axes: bias gradients) -----------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_leading_axis_sums_take_the_column_loop_with_numpy_s_bits(dtype, monkeypatch):
+    """sum_to_size and sum over leading axes of a C-contiguous float array run the column-sum loop;
+    each gives np.sum's bits (signed zeros, wide magnitudes, one row, many rows, long rows)."""
+    loops, calls = jit_loops(), []
+    original = loops.column_sums
+    monkeypatch.setattr(loops, "column_sums", lambda a, out: (calls.append(a.shape), original(a, out))[1])
+    cases = [((256, 64), (64,)), ((8, 32, 64), (64,)), ((8, 32, 64), (32, 64)), ((1, 5), (5,)),
+             ((70000, 3), (3,)), ((2, 9001), (9001,)), ((6, 4, 2), (1, 4, 2)), ((3, 7), (1, 7))]
+    for shape, target in cases:
+        a = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 8, shape)).astype(dtype)
+        a[rng.random(shape) < 0.2] = -0.0
+        axes = sum_to_axes(shape, target)
+        expected = np.sum(a, axis=axes, keepdims=True).reshape(target)
+        got = OPS["sum_to_size"].forward(a, shape=target)
+        out = np.full(target, np.nan, dtype)
+        assert OPS["sum_to_size"].forward(a, out=out, shape=target) is out
+        for result in (got, out):
+            assert result.shape == target, (shape, target)
+            assert np.array_equal(result.view(np.uint8), expected.view(np.uint8)), (shape, target)
+        by_sum = OPS["sum"].forward(a, dim=axes, keepdim=False)
+        assert np.array_equal(by_sum.view(np.uint8), np.sum(a, axis=axes).view(np.uint8))
+    assert len(calls) == 3 * len(cases)
+    # not C-contiguous, an inner axis, a single kept element: NumPy's own sum
+    calls.clear()
+    a = rng.standard_normal((6, 4)).astype(dtype)
+    assert np.array_equal(OPS["sum_to_size"].forward(a.T, shape=(6,)), np.sum(a.T, axis=0))
+    assert np.array_equal(OPS["sum"].forward(a, dim=(1,)), np.sum(a, axis=1))
+    assert np.array_equal(OPS["sum_to_size"].forward(a[:, :1], shape=(1,)), np.sum(a[:, :1], axis=0))
+    assert calls == []
+
+
+def test_bias_gradient_sums_replay_eager_bit_for_bit():
+    """A compiled step whose bias gradients are column sums (3-D activations, float64 too) replays
+    with eager's bits."""
+    for dtype in (sg.float32, sg.float64):
+        sg.manual_seed(3)
+        model = sg.nn.Sequential(sg.nn.Linear(16, 24), sg.nn.Tanh(), sg.nn.Linear(24, 8)).to(dtype)
+        twin = sg.nn.Sequential(sg.nn.Linear(16, 24), sg.nn.Tanh(), sg.nn.Linear(24, 8)).to(dtype)
+        twin.load_state_dict(model.state_dict())
+
+        def make(m):
+            opt = sg.optim.SGD(m.parameters(), lr=0.1)
+
+            def step(inputs):
+                opt.zero_grad()
+                loss = (m(inputs) ** 2).mean()
+                loss.backward()
+                opt.step()
+                return loss.detach()
+            return step
+
+        eager, compiled = make(twin), sg.compile(make(model))
+        for _ in range(4):
+            x = sg.tensor(rng.standard_normal((4, 5, 16)), dtype=dtype)
+            assert np.array_equal(eager(x).numpy(), compiled(x).numpy())
+        for p, q in zip(model.parameters(), twin.parameters()):
+            assert np.array_equal(p.detach().numpy(), q.detach().numpy())
+        assert compiled.stats.replays >= 2
+        assert "_column_sums(" in compiled.plans[-1].compiled_replay.source
+
+
+def test_column_sum_helper_of_replays_falls_back_to_numpy_s_sum():
+    """The replay's column-sum call, on arrays the loop does not take (a transposed input, float16,
+    another dtype out), gives the forward's numbers."""
+    from staticgrad.ops.reductions import column_sums_into
+
+    a = rng.standard_normal((6, 5))
+    for x, out in ((a.T, np.empty(6)), (a.astype(np.float16), np.empty(5, np.float16)),
+                   (a.astype(np.float32), np.empty((1, 5), np.float64)), (a, np.empty((1, 5)))):
+        column_sums_into(x, out, (0,), out.size)
+        expected = OPS["sum_to_size"].forward(x.astype(out.dtype) if x.dtype != np.float16 else x, shape=out.shape)
+        assert np.array_equal(out, expected), (x.dtype, out.dtype, x.shape)

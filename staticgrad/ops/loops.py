@@ -357,6 +357,23 @@ def max_pool2d_backward(g, indices, out):
     return bad
 
 
+# ---- column sums: a sum over the leading axes (a bias gradient) ----------------------------------
+#
+# NumPy reduces the leading axes of a C-contiguous array row after row: each kept element starts
+# from +0.0 and adds its column's values in row order, with the kept elements innermost. This
+# loop performs those same additions (so the same bits), without NumPy's per-row inner-loop calls
+# (a 256 x 256 sum in a third of the time, a 32 x 64 one in a fourth).
+
+@_jit
+def column_sums(a, out):
+    """out[j] = a[0, j] + a[1, j] + ... from +0.0, row after row; a (rows, n), out (n,) C-contiguous."""
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[j] += a[i, j]
+
+
 # ---- rows: softmax, log-softmax and layer norm over the last axis of (rows, n) ------------------
 #
 # NumPy reduces short rows slowly (np.max over rows of 32 costs ~1.7 ns an element, 8x an

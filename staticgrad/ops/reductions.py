@@ -42,6 +42,12 @@ def _sum(a, out=None, dim=None, keepdim=False, dtype=None):
         dtype = np.int64
     if a.dtype == np.float16 and (dtype is None or np.dtype(dtype) == np.float16):
         return half_sum(a, dim, keepdim, out)
+    if dim is not None and (dtype is None or np.dtype(dtype) == a.dtype):
+        summed = _column_sums(a, dim, out)
+        if summed is not None and out is not None:
+            return out
+        if summed is not None:
+            return summed.reshape(keepdim_shape(a.shape, dim) if keepdim else a.shape[len(dim):])
     return np.sum(a, axis=dim, keepdims=keepdim, out=out, dtype=dtype)
 
 
@@ -109,9 +115,40 @@ def sum_to_axes(in_shape, shape):
     return tuple(axes)
 
 
+def leading_sum_columns(in_shape, axes) -> int:
+    """How many elements a sum over ``axes`` keeps per row, when ``axes`` are the leading axes and
+    NumPy adds row after row over them (more than one kept element: one it sums pairwise); else 0."""
+    k = len(axes)
+    if k == 0 or tuple(axes) != tuple(range(k)):
+        return 0
+    columns = 1
+    for d in in_shape[k:]:
+        columns *= d
+    return columns if columns > 1 else 0
+
+
+def _column_sums(a, axes, out):
+    """The sum over ``axes`` into ``out`` by the column-sum loop (NumPy's additions, fewer calls), or
+    None where the loop does not apply: not float32/float64, not C-contiguous, other axes."""
+    if a.dtype.char not in "fd" or not a.flags.c_contiguous or a.size == 0:
+        return None
+    columns = leading_sum_columns(a.shape, axes)
+    if not columns:
+        return None
+    if out is None:
+        out = np.empty(a.shape[len(axes):], dtype=a.dtype)
+    elif out.dtype != a.dtype or not out.flags.c_contiguous or out.size != columns:
+        return None
+    jit_loops().column_sums(a.reshape(-1, columns), out.reshape(columns))
+    return out
+
+
 def _sum_to_size(a, out=None, shape=()):
     axes = sum_to_axes(a.shape, shape)
     lead = len(a.shape) - len(shape)
+    summed = _column_sums(a, axes, out)
+    if summed is not None:
+        return summed.reshape(shape) if out is None else out
     if out is None:
         total = half_sum(a, axes, True) if a.dtype == np.float16 else np.sum(a, axis=axes, keepdims=True)
         return total.reshape(shape)
@@ -422,15 +459,41 @@ register(OpDef("log_softmax_backward", _log_softmax_bw, "reduction", "LogSoftmax
 def _sum_emit(ins, out, at, shapes):
     axis = at.get("dim")
     keepdims = at.get("keepdim", False)
+    if axis is not None and at.get("dtype") is None and shapes[0] is not None:
+        columns = _column_sums_emit(ins, out, axis, tuple(shapes[0]))
+        if columns is not None:
+            return columns
     return (f"np.add.reduce({ins[0]}, axis={axis!r}, dtype={out}.dtype, out={out}, keepdims={keepdims!r}) "
             f"if {out}.dtype.char != 'e' else np.copyto({out}, np.add.reduce({ins[0]}, axis={axis!r}, "
             f"dtype=np.float32, keepdims={keepdims!r}), casting='unsafe')")
+
+
+def column_sums_into(a, out, axes, columns):
+    """A sum over leading ``axes`` into ``out`` for generated replay code (``_column_sums``): the
+    column-sum loop where the arrays allow it, else NumPy (float16 added up in float32, as the
+    forward does); the same bits either way."""
+    if (a.dtype is out.dtype and a.dtype.char in "fd" and a.flags.c_contiguous and out.flags.c_contiguous
+            and a.size):
+        jit_loops().column_sums(a.reshape(-1, columns), out.reshape(columns))
+    elif out.dtype.char == "e":
+        np.copyto(out, np.add.reduce(a, axis=axes, dtype=np.float32).reshape(out.shape), casting="unsafe")
+    else:
+        np.add.reduce(a, axis=axes, dtype=out.dtype, out=out.reshape(a.shape[len(axes):]))
+
+
+def _column_sums_emit(ins, out, axes, in_shape):
+    """The call of column_sums_into for a sum over leading axes, or None for any other sum."""
+    columns = leading_sum_columns(in_shape, axes)
+    return f"_column_sums({ins[0]}, {out}, {tuple(axes)!r}, {columns})" if columns else None
 
 
 def _sum_to_size_emit(ins, out, at, shapes):
     in_shape, out_shape = tuple(shapes[0]), tuple(shapes[-1])
     axes = sum_to_axes(in_shape, out_shape)
     keep = (1,) * (len(in_shape) - len(out_shape)) + out_shape
+    columns = _column_sums_emit(ins, out, axes, in_shape)
+    if columns is not None:
+        return columns
     return (f"np.add.reduce({ins[0]}, axis={axes!r}, out={out}.reshape({keep!r}), keepdims=True) "
             f"if {out}.dtype.char != 'e' else np.copyto({out}, np.add.reduce({ins[0]}, axis={axes!r}, "
             f"dtype=np.float32, keepdims=True).reshape({out_shape!r}), casting='unsafe')")

@@ -14,6 +14,7 @@ import numpy as np
 from staticgrad.errors import PlanError
 from staticgrad.ops import OPS
 from staticgrad.ops.quiet import restore, silence
+from staticgrad.ops.reductions import column_sums_into
 from staticgrad.runtime.arena import Arena
 from staticgrad.runtime.kernels import load_kernel
 from staticgrad.runtime.program import KERNEL, Program
@@ -25,8 +26,10 @@ def _out_ignored(op: str):
                     "forward must write into out and return it.")
 
 
-# Names generated code may use for values that print as bare words, and its one error.
-_NAMESPACE = {"inf": float("inf"), "nan": float("nan"), "dtype": np.dtype, "_out_ignored": _out_ignored}
+# Names generated code may use for values that print as bare words, its one error, and the
+# column-sum helper the sum ops emit.
+_NAMESPACE = {"inf": float("inf"), "nan": float("nan"), "dtype": np.dtype, "_out_ignored": _out_ignored,
+              "_column_sums": column_sums_into}
 
 
 # Idle arenas a plan keeps for later calls; calls beyond this many at once build their own.

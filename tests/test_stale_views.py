@@ -175,6 +175,47 @@ def test_a_compiled_step_with_augmented_assignment_into_a_view_equals_eager():
     assert compiled.stats.replays == 3
 
 
+
+def _view_argument_program(lib, compile_fn, pass_view: bool):
+    """A compiled function that changes a view in place with a tensor in autograd, given the view as
+    an argument (``f(a, a[0], w)``) or taking it inside (``f(a, w)``); each call's loss and w.grad."""
+    def body(a, view, w):
+        view.mul_(w)
+        loss = (a * a).sum()
+        loss.backward()
+        return loss.detach()
+
+    f = compile_fn((lambda a, w: body(a, a[0], w)) if not pass_view else body)
+    w = lib.full((4,), 3.0, requires_grad=True)
+
+    def call():
+        w.grad = None
+        a = lib.ones(3, 4)
+        loss = f(a, a[0], w) if pass_view else f(a, w)
+        return loss.item(), w.grad.tolist(), a[0].tolist()
+    return f, call
+
+
+def test_a_view_argument_changed_in_place_inside_a_compiled_function_is_refused_with_its_reason():
+    """The caller's view would need the new history eager gives it, which a replay cannot give: the
+    refusal names the argument and what to do (was: "a tensor made inside the function"); under
+    fallback="eager" every call is eager; taking the view inside replays, with PyTorch's numbers."""
+    _, reference = _view_argument_program(torch, lambda fn: fn, pass_view=True)
+    expected = reference()
+    f, call = _view_argument_program(sg, sg.compile, pass_view=True)
+    assert call() == expected   # the first call runs eagerly while it traces
+    with pytest.raises(sg.TraceError, match=r"argument 1 \(a float32\[4\] view of another tensor\) was changed in "
+                                            r"place .* Pass the base tensor and take the view inside the function"):
+        call()
+    f, call = _view_argument_program(sg, lambda fn: sg.compile(fn, fallback="eager"), pass_view=True)
+    with pytest.warns(RuntimeWarning, match="runs eagerly for these inputs: argument 1"):
+        assert [call() for _ in range(3)] == [expected] * 3
+    assert f.stats.replays == 0
+    f, call = _view_argument_program(sg, sg.compile, pass_view=False)
+    assert [call() for _ in range(3)] == [expected] * 3
+    assert f.stats.replays == 2
+
+
 def _random_view_program(seed):
     """A random tensor shape and a few in-place steps on basic-index views of a tensor in autograd
     (or on the base itself), each with its index, a constant and whether it reads another tensor."""

@@ -201,8 +201,7 @@ class CompiledFunction:
             plan = EscapedPlan(record, key, lambda: self._compiled_plan(record, key, keep, tree, epoch, backward,
                                                                         n_inputs))
             if escaped_before:
-                plan.failure = (f"{record.escapes[0]} made inside the function is still referenced after it "
-                                "returned (kept in outside state), and a replay would not update it; return it instead")
+                plan.failure = record.escapes[0]
             return plan
         return self._compiled_plan(record, key, keep, tree, epoch, backward, n_inputs)
 

@@ -170,13 +170,24 @@ def _graph_tensors(flat_outputs) -> set:
 
 
 def _escapes(tracer: Tracer, flat_outputs, slot_finals: set) -> list:
-    """Tensors made during the call that something outside still holds (and a replay would not update)."""
+    """Why the call cannot replay, one reason per tensor the call rebound that something outside still
+    holds (and a replay would not update): a tensor made inside, or an argument view whose history an
+    in-place op inside rebuilt."""
     allowed = {id(o) for o in flat_outputs if isinstance(o, Tensor)} | _graph_tensors(flat_outputs) | slot_finals
     escaped = []
     for ref in tracer.created:
         t = ref()
-        if t is not None and id(t) not in allowed:
-            escaped.append(f"a {t.dtype.name}{list(t.shape)} tensor")
+        if t is None or id(t) in allowed:
+            continue
+        what = f"{t.dtype.name}{list(t.shape)}"
+        if id(t) in tracer.input_ids:
+            escaped.append(f"argument {tracer.input_ids[id(t)]} (a {what} view of another tensor) was changed in place "
+                           "inside the function while autograd recorded it, which gives the view a new history; a "
+                           "replay would not give the caller's view that history. Pass the base tensor and take the "
+                           "view inside the function")
+        else:
+            escaped.append(f"a {what} tensor made inside the function is still referenced after it returned (kept in "
+                           "outside state), and a replay would not update it; return it instead")
     return escaped
 
 

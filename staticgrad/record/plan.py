@@ -86,7 +86,7 @@ class Plan:
     def mark_escaped(self, escapes: list) -> None:
         self.replayable = False
         self.escaped = True
-        self.reason = f"{escapes[0]} made inside the call was kept outside it"
+        self.reason = escapes[0]
 
     # ---- guards ---------------------------------------------------------------------------------
 

@@ -426,3 +426,41 @@ def test_column_sum_helper_of_replays_falls_back_to_numpy_s_sum():
         column_sums_into(x, out, (0,), out.size)
         expected = OPS["sum_to_size"].forward(x.astype(out.dtype) if x.dtype != np.float16 else x, shape=out.shape)
         assert np.array_equal(out, expected), (x.dtype, out.dtype, x.shape)
+
+
+# ---- nll_loss over (N, C): one pass for the pick and one for the gradient's scatter --------------
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_nll_loss_loops_give_pytorch_s_gradient_bits_and_the_numpy_form_s_loss(reduction):
+    """The loops (C-contiguous input, int64 targets) and the NumPy form (a strided target) give the
+    same bits; the gradient equals PyTorch's bit for bit, +0.0 on ignored rows (whose stand-in class
+    got -0.0 before), an all-ignored mean batch included (zeros, where NaN was written)."""
+    code = {"none": 0, "mean": 1, "sum": 2}[reduction]
+    forward, backward = OPS["nll_loss"].forward, OPS["nll_loss_backward"].forward
+    for trial in range(40):
+        n, c = int(rng.integers(1, 70)), int(rng.integers(1, 12))
+        logp = (rng.standard_normal((n, c)) * 3).astype(np.float32)
+        target = rng.integers(0, c, n)
+        target[rng.random(n) < (1.0 if trial == 0 else 0.4)] = -100
+        strided = np.repeat(target, 2)[::2]
+        g = rng.standard_normal(n if code == 0 else ()).astype(np.float32)
+        loss, loss_numpy = np.asarray(forward(logp, target, reduction=code)), np.asarray(forward(logp, strided,
+                                                                                                reduction=code))
+        grad = backward(np.asarray(g), logp, target, sizes=(n, c), reduction=code)
+        grad_numpy = backward(np.asarray(g), logp, strided, sizes=(n, c), reduction=code)
+        assert np.array_equal(loss.view(np.int32), loss_numpy.view(np.int32))
+        assert np.array_equal(grad.view(np.int32), grad_numpy.view(np.int32))
+        x = torch.tensor(logp, requires_grad=True)
+        expected = torch.nn.functional.nll_loss(x, torch.tensor(target), reduction=reduction)
+        expected.backward(torch.tensor(g))
+        assert np.array_equal(grad.view(np.int32), x.grad.numpy().view(np.int32))
+        np.testing.assert_allclose(loss, expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_nll_loss_loops_refuse_a_target_out_of_range_as_pytorch():
+    for target in ([0, 5, 1], [0, -3, 1]):
+        with pytest.raises(IndexError, match=f"Target {target[1]} is out of bounds."):
+            sg.nn.functional.nll_loss(sg.zeros(3, 4), sg.tensor(target))
+        with pytest.raises(IndexError, match=f"Target {target[1]} is out of bounds."):
+            OPS["nll_loss_backward"].forward(np.asarray(np.float32(1)), np.zeros((3, 4), np.float32),
+                                             np.array(target), sizes=(3, 4))

@@ -357,6 +357,46 @@ def max_pool2d_backward(g, indices, out):
     return bad
 
 
+# ---- negative log likelihood over (N, C) log-probabilities -------------------------------------
+#
+# What nll_loss's NumPy form takes about ten calls for (a mask, bounds, a fancy index, a negation),
+# in one pass; the reduction stays NumPy's sum, so the loss keeps its bits.
+
+@_jit
+def nll_picked(logp, target, ignore_index, losses):
+    """losses[i] = -logp[i, target[i]], +0.0 where target[i] is ignore_index. Returns the number of
+    rows counted, or -1 - i for the first row i whose target is neither a class nor ignore_index."""
+    count = 0
+    classes = logp.shape[1]
+    for i in range(target.shape[0]):
+        t = target[i]
+        if t == ignore_index:
+            losses[i] = 0.0
+        elif t < 0 or t >= classes:
+            return -1 - i
+        else:
+            losses[i] = -logp[i, t]
+            count += 1
+    return count
+
+
+@_jit
+def nll_scatter(target, ignore_index, values, step, out):
+    """out = 0 but out[i, target[i]] = values[i * step] on rows whose target is not ignore_index
+    (step 0: one value for all). Returns -1, or the first row whose target is out of range (then
+    out is partly written)."""
+    classes = out.shape[1]
+    for i in range(out.shape[0]):
+        for j in range(classes):
+            out[i, j] = 0.0
+        t = target[i]
+        if t != ignore_index:
+            if t < 0 or t >= classes:
+                return i
+            out[i, t] = values[i * step]
+    return -1
+
+
 # ---- column sums: a sum over the leading axes (a bias gradient) ----------------------------------
 #
 # NumPy reduces the leading axes of a C-contiguous array row after row: each kept element starts

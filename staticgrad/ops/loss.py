@@ -6,7 +6,7 @@ import numpy as np
 
 from staticgrad.ops.elementwise import broadcast_error
 from staticgrad.ops.reductions import mean_of_all, mean_values
-from staticgrad.ops.registry import OpDef, Save, as_array, lit, register, with_emit
+from staticgrad.ops.registry import OpDef, Save, as_array, jit_loops, lit, register, with_emit
 
 # PyTorch's reduction enum, which its nodes save as ``_saved_reduction``.
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -143,13 +143,30 @@ def _check_targets(target, valid, n_classes):
         raise IndexError(f"Target {int(bad.flat[0])} is out of bounds.")
 
 
-def _nll_loss(logp, target, out=None, reduction=1, ignore_index=-100):
+def _rows_loop_applies(logp, target) -> bool:
+    """Whether the one-pass loops take these (N, C) log-probabilities and int64 targets."""
+    return (logp.ndim == 2 and logp.dtype.char in "fd" and target.dtype == np.int64 and logp.flags.c_contiguous
+            and target.flags.c_contiguous)
+
+
+def _picked_losses(logp, target, ignore_index):
+    """(-logp at each row's target, +0.0 on ignored rows; the number of rows counted)."""
+    if _rows_loop_applies(logp, target):
+        losses = np.empty(target.shape[0], dtype=logp.dtype)
+        count = jit_loops().nll_picked(logp, target, ignore_index, losses)
+        if count < 0:
+            raise IndexError(f"Target {int(target[-1 - count])} is out of bounds.")
+        return losses, count
     valid = target != ignore_index
     _check_targets(target, valid, logp.shape[0] if logp.ndim == 1 else logp.shape[1])
     safe_target = np.where(valid, target, 0)
-    losses = -_picked(logp, safe_target) * valid
+    return np.where(valid, np.negative(_picked(logp, safe_target)), 0).astype(logp.dtype, copy=False), \
+        np.count_nonzero(valid)
+
+
+def _nll_loss(logp, target, out=None, reduction=1, ignore_index=-100):
+    losses, count = _picked_losses(logp, target, ignore_index)
     if reduction == 1:
-        count = np.count_nonzero(valid)
         total = np.sum(losses)
         result = np.asarray(total / count if count else np.nan, dtype=logp.dtype)
         if out is None:
@@ -172,25 +189,33 @@ def _nll_loss_backward(g, logp, target, out=None, sizes=(), reduction=1, ignore_
     """The gradient of nll_loss: -g (scaled by the reduction) scattered at the targets. ``logp``, the
     loss's input, is not read: it is an input, as in PyTorch, so that under ``create_graph`` the
     gradient is a node of the graph (NllLossBackwardBackward0) whose gradient to it is zero."""
+    if (len(sizes) == 2 and g.dtype.char in "fd" and target.dtype == np.int64 and target.flags.c_contiguous
+            and (out is None or out.flags.c_contiguous)):
+        # -g for each counted row (over the count, for a mean), written in one pass; nothing (+0.0)
+        # on ignored rows, as PyTorch
+        count = np.count_nonzero(target != ignore_index) if reduction == 1 else 1
+        values = np.negative(g / count if count else g, dtype=g.dtype).reshape(-1)
+        if out is None:
+            out = np.empty(sizes, dtype=g.dtype)
+        bad = jit_loops().nll_scatter(target, ignore_index, values, 1 if reduction == 0 else 0, out)
+        if bad >= 0:
+            raise IndexError(f"Target {int(target[bad])} is out of bounds.")
+        return out
     valid = target != ignore_index
     safe_target = np.where(valid, target, 0)
-    if reduction == 1:
-        count = np.count_nonzero(valid)
-        weight = valid * (g / count if count else g * np.nan)
-    elif reduction == 2:
-        weight = valid * g
-    else:
-        weight = valid * g
+    count = np.count_nonzero(valid) if reduction == 1 else 0
+    # the same values as the loop's: +0.0 at an ignored row's (stand-in) target
+    values = np.where(valid, np.negative(g / count if count else g), 0).astype(g.dtype, copy=False)
     if out is None:
         out = np.zeros(sizes, dtype=g.dtype)
     else:
         out.fill(0)
     if len(sizes) == 1:
-        out[safe_target] = -weight
+        out[safe_target] = values
     elif len(sizes) == 2:
-        out[np.arange(sizes[0]), safe_target] = np.negative(weight).astype(g.dtype, copy=False)
+        out[np.arange(sizes[0]), safe_target] = values
     else:
-        np.put_along_axis(out, np.expand_dims(safe_target, 1), np.expand_dims(-weight, 1).astype(g.dtype), axis=1)
+        np.put_along_axis(out, np.expand_dims(safe_target, 1), np.expand_dims(values, 1), axis=1)
     return out
 
 

@@ -464,3 +464,25 @@ def test_nll_loss_loops_refuse_a_target_out_of_range_as_pytorch():
         with pytest.raises(IndexError, match=f"Target {target[1]} is out of bounds."):
             OPS["nll_loss_backward"].forward(np.asarray(np.float32(1)), np.zeros((3, 4), np.float32),
                                              np.array(target), sizes=(3, 4))
+
+
+def test_embedding_gathers_rows_in_one_pass_with_pytorch_s_range_error():
+    """The one-pass lookup (C-contiguous float rows, int64 indices, read-only ones too) gives
+    np.take's rows, into ``out`` when given, and PyTorch's IndexError for an index out of range."""
+    forward = OPS["embedding"].forward
+    for dtype in (np.float32, np.float64):
+        weight = rng.standard_normal((11, 5)).astype(dtype)
+        indices = rng.integers(0, 11, (3, 4))
+        frozen = indices.copy()
+        frozen.flags.writeable = False
+        for idx in (indices, frozen, indices[:, ::2]):
+            np.testing.assert_array_equal(forward(weight, idx), np.take(weight, idx, axis=0))
+        out = np.full((3, 4, 5), np.nan, dtype)
+        assert forward(weight, indices, out=out) is out
+        np.testing.assert_array_equal(out, np.take(weight, indices, axis=0))
+        for bad in (11, -1):
+            indices[1, 2] = bad
+            with pytest.raises(IndexError, match="index out of range in self"):
+                forward(weight, indices)
+            with pytest.raises(IndexError, match="index out of range in self"):
+                torch.nn.functional.embedding(torch.tensor(indices), torch.tensor(weight))

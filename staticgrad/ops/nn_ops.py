@@ -327,6 +327,14 @@ register(OpDef("layer_norm_backward_affine", _layer_norm_bw_affine, "other", "Na
 # ---- embedding: rows of a weight matrix picked by integer indices ---------------------------------
 
 def _embedding(weight, indices, out=None, num_weights=0, padding_idx=-1):
+    if (weight.ndim == 2 and weight.dtype.char in "fd" and indices.dtype == np.int64 and weight.flags.c_contiguous
+            and indices.flags.c_contiguous and indices.size and (out is None or out.flags.c_contiguous)):
+        # the range check and the copy in one pass (a fifth of min, max and take's time on an LM's batch)
+        result = np.empty(indices.shape + weight.shape[1:], weight.dtype) if out is None else out
+        flat = indices.reshape(-1)
+        if _row_gatherer()(_read_only(weight), _read_only(flat), result.reshape(flat.size, weight.shape[1])) >= 0:
+            raise IndexError("index out of range in self")
+        return result
     if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
         raise IndexError("index out of range in self")
     return np.take(weight, indices, axis=0, out=out)
@@ -347,6 +355,7 @@ def _embedding_bw(g, indices, out=None, num_weights=0, padding_idx=-1):
 
 
 _ADD_ROWS = None
+_GATHER_ROWS = None
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -356,6 +365,16 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.flags.writeable = False
     return view
+
+
+def _row_gatherer():
+    """``scatter_loops.gather_rows``, imported at first use (it loads Numba)."""
+    global _GATHER_ROWS
+    if _GATHER_ROWS is None:
+        from staticgrad.ops.scatter_loops import gather_rows  # here, not at the top: it loads Numba
+
+        _GATHER_ROWS = gather_rows
+    return _GATHER_ROWS
 
 
 def _row_adder():

@@ -142,20 +142,30 @@ def _refuse_grad(op: OpDef, index: int) -> None:
                                f"'{argument}'. This input cannot have requires_grad True.")
 
 
+# indexing.regenerate_view, added when indexing is imported (it takes the view afresh by indexing)
+REGENERATE_VIEW: list = []
+
+
 def stale_view(t: Tensor, where: str) -> None:
-    """Refuse a view whose base's autograd history changed (an in-place op or a write into the
-    base) after the view was made: the view's own history still leads to the base as it was, so
-    its gradient would silently miss what the change did. PyTorch gives such a view a new history
-    (AsStridedBackward0) over the base's current one; staticgrad does not yet."""
+    """A view whose base's autograd history changed (an in-place op or a write into the base) after
+    the view was made: its own history still leads to the base as it was, so its gradient would miss
+    what the change did. As PyTorch gives such a view a new history over the base's current one
+    (AsStridedBackward0), a view made by basic indexing gets its index's view of the base afresh
+    (SliceBackward0, SelectBackward0); any other view is refused, as is one that is an
+    ``autograd.grad`` input (its earlier uses hold its old history)."""
     base = t._base
     if not base._requires_grad and not t._requires_grad:
+        return
+    if t._view_index is not None and REGENERATE_VIEW and where != "autograd.grad":
+        REGENERATE_VIEW[0](t)
         return
     raise RuntimeError(
         f"{where}: a view ({t._data.dtype.name}{list(t._data.shape)}) taken before its base tensor was changed in "
         "place is used in autograd; its history still leads to the base as it was before the change, so its "
         "gradient would miss what the change did. PyTorch gives such a view the base's new history "
-        "(AsStridedBackward0); staticgrad does not yet. Take the view again after the in-place change, or clone "
-        "it before the change.")
+        "(AsStridedBackward0); staticgrad does so for views made by indexing, not yet for this one"
+        + (" (an autograd.grad input)" if where == "autograd.grad" else "")
+        + ". Take the view again after the in-place change, or clone it before the change.")
 
 
 def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=None):

@@ -8,7 +8,14 @@ import warnings
 import numpy as np
 
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.dispatch import INPLACE_ON_VIEW, dispatch, dispatch_inplace, snapshot, stale_view
+from staticgrad._eager.dispatch import (
+    INPLACE_ON_VIEW,
+    REGENERATE_VIEW,
+    dispatch,
+    dispatch_inplace,
+    snapshot,
+    stale_view,
+)
 from staticgrad._eager.functions import _scalar_type, expand, full_like_scalar, reshape, to_dtype, unsqueeze, view
 from staticgrad._eager.functions import fill_ as _fill_number
 from staticgrad._eager.grad_mode import GradMode
@@ -388,13 +395,26 @@ def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     if result._data.dtype != target._data.dtype:
         result = to_dtype(result, target._data.dtype)
     setitem(base, index, result)
-    fresh = getitem(base, index)
-    target.grad_fn, target._output_nr, target._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
-    target._view_base_fn = base.grad_fn
-    tracer = Tracing.tracer
-    if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
-        tracer.on_alias(fresh, target, "view")
+    regenerate_view(target)
     return target
 
 
+def regenerate_view(view: Tensor) -> None:
+    """Give a view made by basic indexing the history of its index taken afresh of its base's
+    current one (after an in-place change of the base, or a write into it through the view)."""
+    base, index = view._base, view._view_index
+    previous = GradMode.enabled
+    GradMode.enabled = True   # (a backward() under no_grad still differentiates the view)
+    try:
+        fresh = getitem(base, index)
+    finally:
+        GradMode.enabled = previous
+    view.grad_fn, view._output_nr, view._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
+    view._view_base_fn = base.grad_fn
+    tracer = Tracing.tracer
+    if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
+        tracer.on_alias(fresh, view, "view")
+
+
 INPLACE_ON_VIEW.append(inplace_on_view)
+REGENERATE_VIEW.append(regenerate_view)

@@ -96,13 +96,13 @@ def dispatch(op: OpDef, inputs: tuple, attrs: dict, cast_to=None):
         restore(quiet)
 
     if type(result) is tuple:
-        outputs = tuple(_wrap_output(op, _owned(op, r), inputs) for r in result)
+        outputs = tuple(_wrap_output(op, _owned(op, r), inputs, attrs) for r in result)
         for i, t in enumerate(outputs):
             t._output_nr = i
     else:
         if type(result) is not np.ndarray or not result.flags.c_contiguous:
             result = _owned(op, result)
-        outputs = (_wrap_output(op, result, inputs),)
+        outputs = (_wrap_output(op, result, inputs, attrs),)
 
     if tracer is not None:
         tracer.on_op(op, inputs, attrs, outputs, None, cast)
@@ -122,7 +122,7 @@ def _owned(op: OpDef, result) -> np.ndarray:
     return result
 
 
-def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
+def _wrap_output(op: OpDef, array: np.ndarray, inputs, attrs) -> Tensor:
     t = Tensor._make(array, False, None)
     if op.is_view:
         base = inputs[0]
@@ -132,6 +132,11 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs) -> Tensor:
             t._base = root
             t._view_base_fn = root.grad_fn
             t._view_index = None   # (getitem sets it: see indexing.inplace_on_view)
+            # the view ops from the root to it (indexing.view_chain): None where one cannot be replayed
+            # on the root alone (a view op of several tensors, a view of such a view)
+            chain = () if base._base is None else base._view_chain
+            t._view_chain = (chain + ((op.name, attrs),) if len(inputs) == 1 and chain is not None
+                             and not (chain and chain[0] is None) else None)
     return t
 
 
@@ -150,20 +155,19 @@ def stale_view(t: Tensor, where: str) -> None:
     """A view whose base's autograd history changed (an in-place op or a write into the base) after
     the view was made: its own history still leads to the base as it was, so its gradient would miss
     what the change did. As PyTorch gives such a view a new history over the base's current one
-    (AsStridedBackward0), a view made by basic indexing gets its index's view of the base afresh
-    (SliceBackward0, SelectBackward0); any other view is refused, as is one that is an
-    ``autograd.grad`` input (its earlier uses hold its old history)."""
+    (AsStridedBackward0), the view is taken afresh of the base by the view ops that made it
+    (SliceBackward0, TBackward0...); one whose ops cannot be replayed is refused, as is one that is
+    an ``autograd.grad`` input (its earlier uses hold its old history)."""
     base = t._base
     if not base._requires_grad and not t._requires_grad:
         return
-    if t._view_index is not None and REGENERATE_VIEW and where != "autograd.grad":
-        REGENERATE_VIEW[0](t)
+    if REGENERATE_VIEW and where != "autograd.grad" and REGENERATE_VIEW[0](t):
         return
     raise RuntimeError(
         f"{where}: a view ({t._data.dtype.name}{list(t._data.shape)}) taken before its base tensor was changed in "
         "place is used in autograd; its history still leads to the base as it was before the change, so its "
         "gradient would miss what the change did. PyTorch gives such a view the base's new history "
-        "(AsStridedBackward0); staticgrad does so for views made by indexing, not yet for this one"
+        "(AsStridedBackward0); staticgrad does so for views made by view ops and indexing, not for this one"
         + (" (an autograd.grad input)" if where == "autograd.grad" else "")
         + ". Take the view again after the in-place change, or clone it before the change.")
 
@@ -257,7 +261,11 @@ def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
     if grad_on and input._requires_grad and outputs:
         for i, t in enumerate(outputs):
             t._output_nr = i
-        _record_node(op, (input,), attrs, outputs, None)
+        node = _record_node(op, (input,), attrs, outputs, None)
+        if node is not None:   # PyTorch refuses in-place ops on these views: indexing.inplace_on_view says so
+            function = node.name().rsplit("Backward", 1)[0]
+            for i, t in enumerate(outputs):
+                t._view_chain = (None, function, i)
     return outputs
 
 
@@ -291,8 +299,8 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
             return done
         raise RuntimeError(
             f"staticgrad does not support in-place '{op.name}' on this view of a tensor that takes part in "
-            "autograd (it supports views made by basic indexing of the tensor itself, a[1:] or a[:, 0], "
-            "taken after its last in-place change); apply the op out of place (y = y.op(...)) or clone the "
+            "autograd (it supports views made by view ops and indexing, a[1:], a.t()[0] or a.view(-1), whose "
+            "memory is the base's for its layout); apply the op out of place (y = y.op(...)) or clone the "
             "view first.")
     tracer = Tracing.tracer
     versions = [t._version_counter[0] for t in inputs] if needs_graph else None

@@ -23,7 +23,7 @@ from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
-from staticgrad.ops.shape import MAX_INDEX_TENSORS, VIEW_THEN, locate
+from staticgrad.ops.shape import MAX_INDEX_TENSORS, VIEW_THEN, locate, view_chain_item
 
 FULL_SLICE = ("slice", None, None, None)
 _WIDE_UNSIGNED = _dtypes.WIDE_UNSIGNED
@@ -379,13 +379,15 @@ def fill_(input, value):
 
 
 def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
-    """``op`` in place on ``target``, a view made by basic indexing of a tensor in autograd
-    (``a[:, 1:] += 1``, ``a[0].mul_(3)``), as PyTorch records it: the op out of place, its result
+    """``op`` in place on ``target``, a view of a tensor in autograd (``a[:, 1:] += 1``,
+    ``a[0].mul_(3)``, ``a.t()[1].mul_(w)``), as PyTorch records it: the op out of place, its result
     written into the base's region (the base's node becomes CopySlices), and the view's history
     taken afresh over the base's new one (PyTorch names that node AsStridedBackward0; here it is the
-    view's own op). None when ``target`` is no such view (the caller refuses)."""
+    view's own ops). None when ``target``'s view ops cannot be replayed (the caller refuses)."""
+    _refuse_shared_or_multiple(target)
     base, index = target._base, target._view_index
-    if index is None:
+    chain = None if index is not None else view_chain(target)
+    if index is None and chain is None:
         return None
     if base.grad_fn is not target._view_base_fn:
         stale_view(target, op.name)   # (returns when neither the view nor its base takes part in autograd)
@@ -394,19 +396,54 @@ def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     result = dispatch(op, (snapshot(target),) + others, attrs)
     if result._data.dtype != target._data.dtype:
         result = to_dtype(result, target._data.dtype)
-    setitem(base, index, result)
+    if index is not None:
+        setitem(base, index, result)
+    else:
+        if GradMode.enabled and base._requires_grad and base.grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+        dispatch_inplace(OPS["index_put0"], base, (result,), {"template": (view_chain_item(chain),)})
     regenerate_view(target)
     return target
 
 
-def regenerate_view(view: Tensor) -> None:
-    """Give a view made by basic indexing the history of its index taken afresh of its base's
-    current one (after an in-place change of the base, or a write into it through the view)."""
+def _refuse_shared_or_multiple(view: Tensor) -> None:
+    """PyTorch's errors for an in-place op in autograd on a view whose elements share memory (an
+    expand) or on one of several views a function returned together (unbind, split, chunk)."""
+    step = view._view_chain
+    if step and step[0] is None:
+        raise RuntimeError(f"Output {step[2]} of {step[1]} is a view and is being modified inplace. This view is the "
+                           "output of a function that returns multiple views. Such functions do not allow the output "
+                           "views to be modified inplace. You should replace the inplace operation by an out-of-place "
+                           "one.")
+    if any(stride == 0 and size > 1 for stride, size in zip(view._data.strides, view._data.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                           "memory location. Please clone() the tensor before performing the operation.")
+
+
+def view_chain(view: Tensor):
+    """The (op name, attributes) of the view ops from ``view``'s base to it, in order; None when they
+    cannot be replayed on the base (a view op of several tensors, one of a function's several views)."""
+    chain = view._view_chain
+    return None if chain is None or (chain and chain[0] is None) else chain
+
+
+def regenerate_view(view: Tensor) -> bool:
+    """Give a view the history of its view taken afresh of its base's current one (after an
+    in-place change of the base, or a write into it through the view): its basic index, or the view
+    ops that made it. False when neither can be replayed."""
     base, index = view._base, view._view_index
+    chain = None if index is not None else view_chain(view)
+    if index is None and chain is None:
+        return False
     previous = GradMode.enabled
     GradMode.enabled = True   # (a backward() under no_grad still differentiates the view)
     try:
-        fresh = getitem(base, index)
+        if index is not None:
+            fresh = getitem(base, index)
+        else:
+            fresh = base
+            for name, attrs in chain:
+                fresh = dispatch(OPS[name], (fresh,), dict(attrs))
     finally:
         GradMode.enabled = previous
     view.grad_fn, view._output_nr, view._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
@@ -414,6 +451,7 @@ def regenerate_view(view: Tensor) -> None:
     tracer = Tracing.tracer
     if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
         tracer.on_alias(fresh, view, "view")
+    return True
 
 
 INPLACE_ON_VIEW.append(inplace_on_view)

@@ -261,10 +261,43 @@ def _build_index(template, index_arrays):
 VIEW_THEN = "|"   # a template's marker: the plain index before it makes a view, the index after it indexes that
 
 
+VIEWS = "views"   # a template's first item ("views", ((op, attrs), ...)): view ops applied before the index
+
+
+def view_chain_item(chain) -> tuple:
+    """The template item that applies ``chain``, (op name, attribute dict) pairs, to an array first."""
+    return (VIEWS, tuple((name, _frozen(attrs)) for name, attrs in chain))
+
+
+def _frozen(value):
+    """An attribute value as nested tuples (hashable, and printed back as itself)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _through_views(a, chain):
+    """``a`` viewed by each op of ``chain`` in turn; refused where an op would copy instead (a
+    reshape of a layout it cannot view), since a write into the copy would be lost."""
+    for name, attrs in chain:
+        viewed = OPS[name].forward(a, **dict(attrs))
+        if type(viewed) is not np.ndarray or (viewed.size and not np.may_share_memory(viewed, a)):
+            raise RuntimeError(f"an in-place write through the view op {name!r} finds it copying this "
+                               f"{a.dtype.name}{list(a.shape)} array (its layout cannot be viewed so); clone the "
+                               "view and write the clone")
+        a = viewed
+    return a
+
+
 def locate(a, template, index_arrays) -> tuple:
     """(array, NumPy index) for ``a[template]``: ``a`` itself, or for a template with the VIEW_THEN
     marker the view its plain part makes (PyTorch's indexing applies ints, slices, None and bools as
-    views first, then the index tensors on that view)."""
+    views first, then the index tensors on that view); a template starting with a VIEWS item first
+    views ``a`` by its chain of view ops (an in-place write into a view of a view)."""
+    if template and type(template[0]) is tuple and template[0] and template[0][0] == VIEWS:
+        return locate(_through_views(a, template[0][1]), template[1:], index_arrays)
     if VIEW_THEN not in template:
         return a, _build_index(template, index_arrays)
     cut = template.index(VIEW_THEN)

@@ -43,9 +43,12 @@ def test_a_view_of_a_base_changed_in_place_takes_the_base_s_new_history_as_in_py
             use(view)
             grads.append(np.asarray(x.grad.tolist()))
         np.testing.assert_array_equal(grads[1], grads[0])
-    _, _, view = _changed_after_view(sg, CHANGES[change])
-    view * 1
-    assert view.grad_fn.name() == "SliceBackward0"   # PyTorch: AsStridedBackward0 (same gradient)
+    names = []
+    for lib in (torch, sg):
+        _, a, view = _changed_after_view(lib, CHANGES[change])
+        view * 1
+        names.append((view.grad_fn.name(), view.grad_fn.next_functions[0][0] is a.grad_fn))
+    assert names[1] == names[0] == ("AsStridedBackward0", True)
 
 
 STALE_VIEWS = {
@@ -196,6 +199,24 @@ def test_in_place_ops_on_views_of_views_transposes_and_reshapes_are_pytorch_s(ch
     assert got[0] == expected[0] == "torch::autograd::CopySlices"
     for e, g in zip(expected[1:], got[1:]):
         np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("make", [lambda a: a[0], lambda a: a.t()[1], lambda a: a[1:, 2:], lambda a: a.view(-1)[3:7]])
+def test_a_view_changed_in_place_shows_pytorch_s_as_strided_node_and_double_backward(make):
+    """The view's node after the change is PyTorch's: AsStridedBackward0 on the base's CopySlices,
+    with its saved size, stride and storage offset; a gradient of its gradient equals PyTorch's."""
+    seen = []
+    for lib in (torch, sg):
+        x = lib.arange(12.0).reshape(3, 4).requires_grad_()
+        a = x * x
+        view = make(a)
+        view.mul_(2)
+        node = view.grad_fn
+        (gx,) = lib.autograd.grad((view * view).sum(), [x], create_graph=True)
+        (ggx,) = lib.autograd.grad(gx.sum(), [x])
+        seen.append((node.name(), node.next_functions[0][0].name(), tuple(node._saved_size),
+                     tuple(node._saved_stride), node._saved_storage_offset, gx.tolist(), ggx.tolist()))
+    assert seen[1] == seen[0]
 
 
 @pytest.mark.parametrize("change", ["expand", "unbind", "split", "chunk"])

@@ -155,9 +155,9 @@ def stale_view(t: Tensor, where: str) -> None:
     """A view whose base's autograd history changed (an in-place op or a write into the base) after
     the view was made: its own history still leads to the base as it was, so its gradient would miss
     what the change did. As PyTorch gives such a view a new history over the base's current one
-    (AsStridedBackward0), the view is taken afresh of the base by the view ops that made it
-    (SliceBackward0, TBackward0...); one whose ops cannot be replayed is refused, as is one that is
-    an ``autograd.grad`` input (its earlier uses hold its old history)."""
+    (AsStridedBackward0), the view is taken afresh of the base by the view ops that made it, under
+    that node; one whose ops cannot be replayed is refused, as is one that is an ``autograd.grad``
+    input (its earlier uses hold its old history)."""
     base = t._base
     if not base._requires_grad and not t._requires_grad:
         return

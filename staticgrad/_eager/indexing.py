@@ -429,21 +429,22 @@ def view_chain(view: Tensor):
 
 def regenerate_view(view: Tensor) -> bool:
     """Give a view the history of its view taken afresh of its base's current one (after an
-    in-place change of the base, or a write into it through the view): its basic index, or the view
-    ops that made it. False when neither can be replayed."""
-    base, index = view._base, view._view_index
-    chain = None if index is not None else view_chain(view)
-    if index is None and chain is None:
+    in-place change of the base, or a write into it through the view), as PyTorch does: one
+    AsStridedBackward0 node on the base, which replays the view ops that made the view. False when
+    they cannot be replayed on the base."""
+    base, chain = view._base, view_chain(view)
+    if chain is None:
         return False
+    array, root = view._data, base._data
+    itemsize = array.itemsize
+    attrs = {"template": (view_chain_item(chain),), "size": tuple(array.shape),
+             "stride": tuple(step // itemsize for step in array.strides),
+             "storage_offset": (array.__array_interface__["data"][0] - root.__array_interface__["data"][0])
+             // itemsize}
     previous = GradMode.enabled
     GradMode.enabled = True   # (a backward() under no_grad still differentiates the view)
     try:
-        if index is not None:
-            fresh = getitem(base, index)
-        else:
-            fresh = base
-            for name, attrs in chain:
-                fresh = dispatch(OPS[name], (fresh,), dict(attrs))
+        fresh = dispatch(OPS["view_through"], (base,), attrs)
     finally:
         GradMode.enabled = previous
     view.grad_fn, view._output_nr, view._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad

@@ -403,6 +403,24 @@ for _n in range(0, MAX_INDEX_TENSORS + 1):
                    "same", explain=_index_error, grad_inputs=(0, 1)))
 
 
+
+def _view_through(a, out=None, template=(), size=(), stride=(), storage_offset=0):
+    """``a`` viewed by the chain of view ops of ``template`` (a VIEWS item): a view taken afresh of
+    its base after the base's history changed in place, which PyTorch records as an as_strided
+    view (AsStridedBackward0; ``size``, ``stride`` and ``storage_offset`` are that view's, shown
+    as its saved values; the chain alone decides the view)."""
+    return _through_views(a, template[0][1])
+
+
+def _view_through_backward(F, g, s, at, need):
+    return (F.index_put_zeros0(g, template=at["template"], sizes=tuple(s["self_sym_sizes"])),)
+
+
+register(OpDef("view_through", _view_through, "view", "AsStridedBackward0", _view_through_backward,
+               (Save("self_sym_sizes", "shape:0", freed=False), Save("size", "attr:size", freed=False),
+                Save("stride", "attr:stride", freed=False),
+                Save("storage_offset", "attr:storage_offset", freed=False)), "same"))
+
 # ---- joining -----------------------------------------------------------------------------------
 
 def _cat(*arrays, out=None, dim=0, sizes=()):

@@ -79,11 +79,15 @@ def dispatch(op: OpDef, inputs: tuple, attrs: dict, cast_to=None):
     """Run ``op`` out of place on tensors ``inputs``; returns a Tensor (or a tuple of them).
     ``cast_to``: a NumPy dtype the op computes in whatever its inputs' (a reduction's ``dtype=``):
     the node's edges keep the inputs' dtypes, so their gradients come back in them."""
+    tracer = Tracing.tracer
+    if tracer is not None and GradMode.enabled:   # a stale view's new history, before the trace reads it
+        for t in inputs:
+            if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+                stale_view(t, op.name)
     arrays = [t._data for t in inputs]
     cast, _out_dtype = _dtypes_for(op, arrays, attrs)
     if cast_to is not None and any(a.dtype != cast_to for a in arrays):
         cast = cast_to
-    tracer = Tracing.tracer
     kernel_attrs = attrs if tracer is None else tracer.concrete_attrs(attrs)
     quiet = silence()  # log(-1) is nan, 1/0 inf, with no NumPy warning, as in PyTorch
     try:
@@ -161,6 +165,12 @@ def stale_view(t: Tensor, where: str) -> None:
     base = t._base
     if not base._requires_grad and not t._requires_grad:
         return
+    mark = t._view_chain
+    if mark and mark[0] is None:   # one of several views a function returned (unbind, split): PyTorch's error
+        raise RuntimeError(f"Output {mark[2]} of {mark[1]} is a view and its base or another view of its base has "
+                           "been modified inplace. This view is the output of a function that returns multiple "
+                           "views. Such functions do not allow the output views to be modified inplace. You should "
+                           "replace the inplace operation by an out-of-place one.")
     if REGENERATE_VIEW and where != "autograd.grad" and REGENERATE_VIEW[0](t):
         return
     raise RuntimeError(

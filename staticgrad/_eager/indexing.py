@@ -427,20 +427,29 @@ def view_chain(view: Tensor):
     return None if chain is None or (chain and chain[0] is None) else chain
 
 
+def view_through_attrs(view: Tensor):
+    """The attributes of the view_through op that takes ``view`` afresh of its base (its chain of
+    view ops, and the as_strided size, stride and storage offset PyTorch shows), or None when its
+    view ops cannot be replayed on the base."""
+    chain = view_chain(view)
+    if chain is None:
+        return None
+    array, root = view._data, view._base._data
+    itemsize = array.itemsize
+    return {"template": (view_chain_item(chain),), "size": tuple(array.shape),
+            "stride": tuple(step // itemsize for step in array.strides),
+            "storage_offset": (array.__array_interface__["data"][0] - root.__array_interface__["data"][0])
+            // itemsize}
+
+
 def regenerate_view(view: Tensor) -> bool:
     """Give a view the history of its view taken afresh of its base's current one (after an
     in-place change of the base, or a write into it through the view), as PyTorch does: one
     AsStridedBackward0 node on the base, which replays the view ops that made the view. False when
     they cannot be replayed on the base."""
-    base, chain = view._base, view_chain(view)
-    if chain is None:
+    base, attrs = view._base, view_through_attrs(view)
+    if attrs is None:
         return False
-    array, root = view._data, base._data
-    itemsize = array.itemsize
-    attrs = {"template": (view_chain_item(chain),), "size": tuple(array.shape),
-             "stride": tuple(step // itemsize for step in array.strides),
-             "storage_offset": (array.__array_interface__["data"][0] - root.__array_interface__["data"][0])
-             // itemsize}
     previous = GradMode.enabled
     GradMode.enabled = True   # (a backward() under no_grad still differentiates the view)
     try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from staticgrad._eager.indexing import view_through_attrs
 from staticgrad._eager.tensor import Tensor, serial_mark
 from staticgrad._state import Tracing
 from staticgrad.compiler.ir import ScalarSlot
@@ -179,6 +180,9 @@ class Tracer:
             b = self._capture(t, ("tensor", t))
         if self.storage_writes[b.storage] != b.writes:
             if not b.full:
+                fresh = self._view_afresh(t, b)
+                if fresh is not None:
+                    return fresh
                 self.fail("a view read after its base tensor was changed in place inside a compiled function "
                           "cannot be replayed; take the view after the in-place op, or clone it before")
                 return b.value
@@ -186,6 +190,18 @@ class Tracer:
             b = _Binding(current, b.storage, self.storage_writes[b.storage], True)
             self._bindings[id(t)] = b
         return b.value
+
+    def _view_afresh(self, t: Tensor, b) -> int | None:
+        """A view whose base was written since it was bound, read again: its view ops taken afresh
+        of the base's current value (view_through), or None when they cannot be replayed."""
+        attrs = view_through_attrs(t) if t._base is not None else None
+        if attrs is None:
+            return None
+        base_value = self.read(t._base)
+        (vid,) = self.tape.op("view_through", [base_value], self._attrs(attrs), [(t._data.shape, t._data.dtype)],
+                              Tracing.phase)
+        self._bind(t, vid, b.storage, full=False)
+        return vid
 
     def on_gradient_sum(self, t: Tensor, edge: tuple) -> None:
         value = self.value_of(t)

@@ -284,37 +284,6 @@ def _view_argument_program(lib, compile_fn, pass_view: bool):
     return f, call
 
 
-
-def test_a_compiled_step_with_in_place_ops_on_views_of_views_equals_eager_and_pytorch():
-    def make(lib):
-        lib.manual_seed(0)
-        layer = lib.nn.Linear(4, 6)
-        opt = lib.optim.SGD(layer.parameters(), lr=0.1)
-
-        def step(x):
-            opt.zero_grad()
-            h = layer(x)
-            h.t()[1].mul_(2.0)
-            h.view(-1)[:3] += 1.0
-            h[1:][0].add_(h[0].detach())
-            loss = (h * h).mean()
-            loss.backward()
-            opt.step()
-            return loss.detach()
-        return layer, step
-
-    (eager_layer, eager), (layer, compiled) = make(sg), make(sg)
-    torch_layer, torch_step = make(torch)
-    torch_layer.load_state_dict({k: torch.tensor(v.numpy()) for k, v in layer.state_dict().items()})
-    compiled = sg.compile(compiled)
-    for _ in range(4):
-        x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
-        loss = eager(sg.tensor(x)).item()
-        assert compiled(sg.tensor(x)).item() == loss
-        np.testing.assert_allclose(loss, torch_step(torch.tensor(x)).item(), rtol=1e-5)
-        np.testing.assert_array_equal(eager_layer.weight.detach().numpy(), layer.weight.detach().numpy())
-    assert compiled.stats.replays == 3
-
 def test_a_view_argument_changed_in_place_inside_a_compiled_function_is_refused_with_its_reason():
     """The caller's view would need the new history eager gives it, which a replay cannot give: the
     refusal names the argument and what to do (was: "a tensor made inside the function"); under
@@ -407,9 +376,10 @@ def test_random_in_place_ops_on_views_equal_pytorch(seed):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
-def test_a_compiled_step_reading_views_taken_before_an_in_place_change_equals_eager_and_pytorch():
-    """Inside a compiled function a stale view is taken afresh of its base (view_through) both where
-    autograd records it and where it does not; the replay gives eager's bits and PyTorch's values."""
+def _compiled_step_equals_eager_and_pytorch(forward):
+    """A training step whose loss ``forward(lib, h, x)`` computes from a linear layer's output ``h``
+    (returning the loss and other values): compiled, it replays with eager's bits (results and
+    weights) and gives PyTorch's values. Returns the compiled step."""
     def make(lib):
         lib.manual_seed(0)
         layer = lib.nn.Linear(4, 6)
@@ -417,17 +387,10 @@ def test_a_compiled_step_reading_views_taken_before_an_in_place_change_equals_ea
 
         def step(x):
             opt.zero_grad()
-            h = layer(x)
-            row, cols = h[1:], h.t()
-            h.mul_(2.0)
-            h[0, 1] = 3.0
-            loss = (row * row).mean() + (cols * 3).sum()
+            loss, *others = forward(lib, layer(x), x)
             loss.backward()
             opt.step()
-            buffer = x * 2   # no autograd: a view of a buffer changed in place
-            view = buffer[1:]
-            buffer.mul_(3)
-            return loss.detach(), view.sum()
+            return (loss.detach(), *others)
         return layer, step
 
     (eager_layer, eager), (layer, compiled) = make(sg), make(sg)
@@ -441,8 +404,33 @@ def test_a_compiled_step_reading_views_taken_before_an_in_place_change_equals_ea
         np.testing.assert_allclose(got, [t.item() for t in torch_step(torch.tensor(x))], rtol=1e-5)
         np.testing.assert_array_equal(eager_layer.weight.detach().numpy(), layer.weight.detach().numpy())
     assert compiled.stats.replays == 3
-    assert "view_through" in {op.op for op in compiled.plans[-1].graph.ops}
+    return compiled
 
+
+def test_a_compiled_step_with_in_place_ops_on_views_of_views_equals_eager_and_pytorch():
+    def forward(lib, h, x):
+        h.t()[1].mul_(2.0)
+        h.view(-1)[:3] += 1.0
+        h[1:][0].add_(h[0].detach())
+        return ((h * h).mean(),)
+
+    _compiled_step_equals_eager_and_pytorch(forward)
+
+
+def test_a_compiled_step_reading_views_taken_before_an_in_place_change_equals_eager_and_pytorch():
+    """Inside a compiled function a stale view is taken afresh of its base (view_through) both where
+    autograd records it and where it does not."""
+    def forward(lib, h, x):
+        row, cols = h[1:], h.t()
+        h.mul_(2.0)
+        h[0, 1] = 3.0
+        buffer = x * 2   # no autograd: a view of a buffer changed in place
+        view = buffer[1:]
+        buffer.mul_(3)
+        return (row * row).mean() + (cols * 3).sum(), view.sum()
+
+    compiled = _compiled_step_equals_eager_and_pytorch(forward)
+    assert "view_through" in {op.op for op in compiled.plans[-1].graph.ops}
 
 def test_a_stale_piece_of_unbind_in_autograd_is_refused_with_pytorch_s_message_and_replays_without():
     messages = []

@@ -100,7 +100,7 @@ def dispatch(op: OpDef, inputs: tuple, attrs: dict, cast_to=None):
         restore(quiet)
 
     if type(result) is tuple:
-        outputs = tuple(_wrap_output(op, _owned(op, r), inputs, attrs) for r in result)
+        outputs = tuple(_wrap_output(op, _owned(op, r), inputs, None) for r in result)   # (no chain: a tuple)
         for i, t in enumerate(outputs):
             t._output_nr = i
     else:
@@ -137,10 +137,10 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs, attrs) -> Tensor:
             t._view_base_fn = root.grad_fn
             t._view_index = None   # (getitem sets it: see indexing.inplace_on_view)
             # the view ops from the root to it (indexing.view_chain): None where one cannot be replayed
-            # on the root alone (a view op of several tensors, a view of such a view)
+            # on the root alone (a view op of several tensors or results, a view of such a view)
             chain = () if base._base is None else base._view_chain
-            t._view_chain = (chain + ((op.name, attrs),) if len(inputs) == 1 and chain is not None
-                             and not (chain and chain[0] is None) else None)
+            t._view_chain = (chain + ((op.name, attrs),) if attrs is not None and len(inputs) == 1
+                             and chain is not None and not (chain and chain[0] is None) else None)
     return t
 
 

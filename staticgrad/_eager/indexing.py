@@ -424,7 +424,18 @@ def view_chain(view: Tensor):
     """The (op name, attributes) of the view ops from ``view``'s base to it, in order; None when they
     cannot be replayed on the base (a view op of several tensors, one of a function's several views)."""
     chain = view._view_chain
-    return None if chain is None or (chain and chain[0] is None) else chain
+    if chain is None or (chain and chain[0] is None):
+        return None
+    # attributes that print as themselves (a traced call's may hold a value read from a tensor)
+    return chain if all(_plain(attrs) for _, attrs in chain) else None
+
+
+def _plain(value) -> bool:
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return value is None or type(value) in (int, float, bool, str) or isinstance(value, (np.dtype, np.generic))
 
 
 def view_through_attrs(view: Tensor):

@@ -165,3 +165,15 @@ def test_race_runs_every_family_with_torch_compile(tmp_path):
 ], ids=lambda args: args[0])
 def test_every_other_benchmark_runs_with_its_smallest_settings(args):
     assert "OpenBLAS core" in _run(str(BENCHMARKS / args[0]), *args[1:])
+
+
+def test_the_lstm_that_torch_compile_compiles_is_nn_lstm_s_forward(benchmarks):
+    """torch.compile gets the bench LSTM written with tensor ops (nn.LSTM does not compile under
+    torch.func here): its forward equals the torch twin's, on the twin's own parameters."""
+    systems = benchmarks("systems")
+    bench = bench_model("lstm", None)
+    model, _ = build(torch, bench, systems.initial_state(bench))
+    x = torch.tensor(bench.batches(1)[0][0])
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(systems._lstm_by_steps(torch, params, x), model(x), rtol=1e-5, atol=1e-6)

@@ -452,3 +452,22 @@ def test_a_stale_piece_of_unbind_in_autograd_is_refused_with_pytorch_s_message_a
 
     assert [f(sg.full((2, 3), float(k))).item() for k in range(3)] == [0.0, 18.0, 36.0]
     assert f.stats.replays == 2
+
+
+def test_a_view_made_under_no_grad_and_changed_in_place_with_grad_is_refused_as_in_pytorch():
+    """PyTorch forbids it (ambiguous: track the change or not?) for a base that requires grad, leaf or
+    not; a view and its change both under no_grad, or of a base outside autograd, are allowed."""
+    for lib in (torch, sg):
+        leaf = lib.ones(3, 4, requires_grad=True)
+        for base in (leaf * 1, leaf):
+            with lib.no_grad():
+                view = base.t()
+            with pytest.raises(RuntimeError, match=r"^A view was created in no_grad mode and is being modified inp"):
+                view.mul_(2)
+            with lib.no_grad():
+                view.mul_(2)
+        plain = lib.ones(3, 4)
+        with lib.no_grad():
+            view = plain.t()
+        view.mul_(2)
+        assert plain.sum().item() == 24.0

@@ -136,6 +136,7 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs, attrs) -> Tensor:
             t._base = root
             t._view_base_fn = root.grad_fn
             t._view_index = None   # (getitem sets it: see indexing.inplace_on_view)
+            t._view_no_grad = root._requires_grad and not GradMode.enabled
             # the view ops from the root to it (indexing.view_chain): None where one cannot be replayed
             # on the root alone (a view op of several tensors or results, a view of such a view)
             chain = () if base._base is None else base._view_chain
@@ -268,6 +269,9 @@ def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
         outputs = tuple(piece() for piece in pieces)
     finally:
         GradMode.enabled = grad_on
+    if grad_on:   # (made with grad off here only to record one node for them all)
+        for t in outputs:
+            t._view_no_grad = False
     if grad_on and input._requires_grad and outputs:
         for i, t in enumerate(outputs):
             t._output_nr = i
@@ -287,6 +291,12 @@ INPLACE_ON_VIEW: list = []
 def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     """Run ``op`` writing into ``target``'s storage (``add_``, ``mul_``, ``copy_``...)."""
     grad_on = GradMode.enabled
+    if grad_on and target._base is not None and target._view_no_grad:
+        raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+                           "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+                           "your code by moving both the view and the inplace either both inside the no_grad block "
+                           "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+                           "to be tracked).")
     if grad_on and target._requires_grad and target.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     inputs = (target,) + others

@@ -237,6 +237,7 @@ def test_an_in_place_op_on_a_view_of_a_leaf_is_refused_with_pytorch_s_message():
     with pytest.raises(RuntimeError, match=r"^a view of a leaf Variable that requires grad is being used in an in-pl"):
         w.t()[0].mul_(2)
 
+
 def test_a_compiled_step_with_augmented_assignment_into_a_view_equals_eager():
     def make():
         sg.manual_seed(0)

@@ -135,7 +135,6 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs, attrs) -> Tensor:
             root = base._base if base._base is not None else base
             t._base = root
             t._view_base_fn = root.grad_fn
-            t._view_index = None   # (getitem sets it: see indexing.inplace_on_view)
             t._view_no_grad = root._requires_grad and not GradMode.enabled
             # the view ops from the root to it (indexing.view_chain): None where one cannot be replayed
             # on the root alone (a view op of several tensors or results, a view of such a view)
@@ -152,8 +151,12 @@ def _refuse_grad(op: OpDef, index: int) -> None:
                                f"'{argument}'. This input cannot have requires_grad True.")
 
 
-# indexing.regenerate_view, added when indexing is imported (it takes the view afresh by indexing)
+# indexing.regenerate_view, added when indexing is imported (it takes a view afresh of its base)
 REGENERATE_VIEW: list = []
+# The end of PyTorch's errors for the views unbind/split/chunk return, changed in place or stale
+MULTIPLE_VIEWS = ("This view is the output of a function that returns multiple views. Such functions do not allow "
+                  "the output views to be modified inplace. You should replace the inplace operation by an "
+                  "out-of-place one.")
 
 
 def stale_view(t: Tensor, where: str) -> None:
@@ -169,9 +172,7 @@ def stale_view(t: Tensor, where: str) -> None:
     mark = t._view_chain
     if mark and mark[0] is None:   # one of several views a function returned (unbind, split): PyTorch's error
         raise RuntimeError(f"Output {mark[2]} of {mark[1]} is a view and its base or another view of its base has "
-                           "been modified inplace. This view is the output of a function that returns multiple "
-                           "views. Such functions do not allow the output views to be modified inplace. You should "
-                           "replace the inplace operation by an out-of-place one.")
+                           f"been modified inplace. {MULTIPLE_VIEWS}")
     if REGENERATE_VIEW and where != "autograd.grad" and REGENERATE_VIEW[0](t):
         return
     raise RuntimeError(
@@ -283,7 +284,7 @@ def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
     return outputs
 
 
-# An in-place op on a view made by basic indexing of a tensor in autograd, as PyTorch records it
+# An in-place op on a view of a tensor in autograd, as PyTorch records it
 # (``_eager.indexing.inplace_on_view``, which puts itself here: indexing is built on this module).
 INPLACE_ON_VIEW: list = []
 

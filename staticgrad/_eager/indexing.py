@@ -10,6 +10,7 @@ import numpy as np
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import (
     INPLACE_ON_VIEW,
+    MULTIPLE_VIEWS,
     REGENERATE_VIEW,
     dispatch,
     dispatch_inplace,
@@ -166,8 +167,6 @@ def getitem(t: Tensor, index):
     items = _expand_ellipsis(_normalize(index, byte_masks=True), t._data.ndim)
     result, tensors = _apply_basic(t, items)
     if not tensors:
-        if result._base is t and not any(isinstance(item, (bool, Tensor)) for item in items):
-            result._view_index = tuple(items)   # an in-place op on it writes t[items] (inplace_on_view)
         return result
     if len(tensors) > MAX_INDEX_TENSORS:
         raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
@@ -382,12 +381,11 @@ def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     """``op`` in place on ``target``, a view of a tensor in autograd (``a[:, 1:] += 1``,
     ``a[0].mul_(3)``, ``a.t()[1].mul_(w)``), as PyTorch records it: the op out of place, its result
     written into the base's region (the base's node becomes CopySlices), and the view's history
-    taken afresh over the base's new one (PyTorch names that node AsStridedBackward0; here it is the
-    view's own ops). None when ``target``'s view ops cannot be replayed (the caller refuses)."""
+    taken afresh over the base's new one (AsStridedBackward0). None when ``target``'s view ops cannot
+    be replayed on its base (the caller refuses)."""
     _refuse_shared_or_multiple(target)
-    base, index = target._base, target._view_index
-    chain = None if index is not None else view_chain(target)
-    if index is None and chain is None:
+    base, chain = target._base, view_chain(target)
+    if chain is None:
         return None
     if base.grad_fn is not target._view_base_fn:
         stale_view(target, op.name)   # (returns when neither the view nor its base takes part in autograd)
@@ -396,12 +394,9 @@ def inplace_on_view(op, target: Tensor, others: tuple, attrs: dict) -> Tensor:
     result = dispatch(op, (snapshot(target),) + others, attrs)
     if result._data.dtype != target._data.dtype:
         result = to_dtype(result, target._data.dtype)
-    if index is not None:
-        setitem(base, index, result)
-    else:
-        if GradMode.enabled and base._requires_grad and base.grad_fn is None:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-        dispatch_inplace(OPS["index_put0"], base, (result,), {"template": (view_chain_item(chain),)})
+    if GradMode.enabled and base._requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    dispatch_inplace(OPS["index_put0"], base, (result,), {"template": (view_chain_item(chain),)})
     regenerate_view(target)
     return target
 
@@ -411,10 +406,7 @@ def _refuse_shared_or_multiple(view: Tensor) -> None:
     expand) or on one of several views a function returned together (unbind, split, chunk)."""
     step = view._view_chain
     if step and step[0] is None:
-        raise RuntimeError(f"Output {step[2]} of {step[1]} is a view and is being modified inplace. This view is the "
-                           "output of a function that returns multiple views. Such functions do not allow the output "
-                           "views to be modified inplace. You should replace the inplace operation by an out-of-place "
-                           "one.")
+        raise RuntimeError(f"Output {step[2]} of {step[1]} is a view and is being modified inplace. {MULTIPLE_VIEWS}")
     if any(stride == 0 and size > 1 for stride, size in zip(view._data.strides, view._data.shape)):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")

@@ -375,6 +375,22 @@ class Functional:
         create_graph=True (a formula with a faster, non-differentiable form checks it)."""
         return GradMode.enabled
 
+    @property
+    def untracked(self) -> bool:
+        """Whether nothing records the ops a backward formula dispatches now (neither autograd, as
+        under create_graph=True, nor a trace): a formula may then compute on arrays, making the
+        same NumPy calls its ops would, and wrap the results with ``F.result``."""
+        return not GradMode.enabled and Tracing.tracer is None
+
+    @staticmethod
+    def result(array: np.ndarray, transposed: bool = False) -> Tensor:
+        """A formula's gradient computed on arrays: a tensor of ``array`` (C-contiguous, as an op's
+        result is), or with ``transposed`` the ``t()`` view of one, as ``F.t(F.mm(...))`` gives."""
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        t = Tensor._make(array, False, None)
+        return _wrap_output(_T_OP, array.T, (t,), {}) if transposed else t
+
     def __getattr__(self, name: str):
         try:
             op = OPS[name]
@@ -392,4 +408,5 @@ class Functional:
         return call
 
 
+_T_OP = OPS["t"]
 F = Functional()

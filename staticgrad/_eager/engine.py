@@ -20,6 +20,7 @@ from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, gra
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, bump_grad_epoch
 from staticgrad.ops import OPS
+from staticgrad.ops.quiet import restore, silence
 from staticgrad.ops.reductions import sum_to_axes
 
 
@@ -437,17 +438,34 @@ def _validate(node, index, g):
     shape, dtype = node._input_meta[index]
     owned = False
     if g._data.shape != shape:
-        try:
-            expandable = np.broadcast_shapes(shape, g._data.shape) == g._data.shape
-        except ValueError:
-            expandable = False
-        if not expandable:
+        if not _expands_to(shape, g._data.shape):
             raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {index} - got "
                                f"{list(g._data.shape)} but expected shape compatible with {list(shape)}")
-        g, owned = (_sum_to_nodes(g, shape) if g.requires_grad else F.sum_to_size(g, shape=shape)), True
+        if g.requires_grad:
+            g = _sum_to_nodes(g, shape)
+        elif F.untracked and g._data.dtype == dtype:
+            quiet = silence()   # (the op's own kernel, without a dispatch: its bits)
+            try:
+                g = F.result(_SUM_TO_SIZE(g._data, shape=shape))
+            finally:
+                restore(quiet)
+        else:
+            g = F.sum_to_size(g, shape=shape)
+        owned = True
     if g._data.dtype != dtype:
         g, owned = F.to_dtype(g, dtype=dtype, self_dtype=g._data.dtype), True
     return g, owned
+
+
+_SUM_TO_SIZE = OPS["sum_to_size"].forward
+
+
+def _expands_to(shape: tuple, target: tuple) -> bool:
+    """A tensor of ``shape`` broadcasts to ``target`` (NumPy's rule, without building arrays)."""
+    lead = len(target) - len(shape)
+    if lead < 0:
+        return False
+    return all(n == m or n == 1 for n, m in zip(shape, target[lead:]))
 
 
 def _sum_to_nodes(g: Tensor, shape: tuple) -> Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from staticgrad.ops.quiet import restore, silence
 from staticgrad.ops.registry import OpDef, Save, register, shape_str, with_emit
 
 
@@ -47,10 +48,39 @@ def _grad_mat2(F, g, mat1, sizes, strides):
     return F.mm(F.t(mat1), g)
 
 
+def _matrix_grads(F, g, mat1, mat2, need1, need2, layout1, layout2):
+    """The gradients of ``mat1 @ mat2`` (``None`` where not needed), by ``_grad_mat1`` and
+    ``_grad_mat2``; when nothing records the formula's ops and every operand is of one float dtype,
+    the same two matmuls on arrays, without an op dispatched per transpose and product."""
+    if F.untracked and _one_float_dtype(g, mat1 if need2 else None, mat2 if need1 else None):
+        quiet = silence()
+        try:
+            grad = g._data
+            grad_a = grad_b = None
+            if need1:
+                m2 = mat2._data
+                grad_a = (F.result(np.matmul(m2, grad.T), True) if _column_major(*layout1)
+                          else F.result(np.matmul(grad, m2.T)))
+            if need2:
+                m1 = mat1._data
+                grad_b = (F.result(np.matmul(grad.T, m1), True) if _column_major(*layout2)
+                          else F.result(np.matmul(m1.T, grad)))
+        finally:
+            restore(quiet)
+        return grad_a, grad_b
+    return (_grad_mat1(F, g, mat2, *layout1) if need1 else None,
+            _grad_mat2(F, g, mat1, *layout2) if need2 else None)
+
+
+def _one_float_dtype(g, *operands) -> bool:
+    dtype = g._data.dtype
+    return dtype.kind == "f" and all(t is None or t._data.dtype == dtype for t in operands)
+
+
 def _mm_backward(F, g, s, at, need):
-    grad_a = _grad_mat1(F, g, s["mat2"], s["self_sym_sizes"], s["self_sym_strides"]) if need[0] else None
-    grad_b = _grad_mat2(F, g, s["self"], s["mat2_sym_sizes"], s["mat2_sym_strides"]) if need[1] else None
-    return grad_a, grad_b
+    return _matrix_grads(F, g, s.get("self"), s.get("mat2"), need[0], need[1],
+                         (s.get("self_sym_sizes"), s.get("self_sym_strides")),
+                         (s.get("mat2_sym_sizes"), s.get("mat2_sym_strides")))
 
 
 register(OpDef("mm", lambda a, b, out=None: np.matmul(a, b, out=out), "matmul", "MmBackward0", _mm_backward,
@@ -75,13 +105,12 @@ def _addmm(bias, a, b, out=None, beta=1, alpha=1):
 def _addmm_backward(F, g, s, at, need):
     alpha, beta = s["alpha"], s["beta"]
     grad_bias = (g if beta == 1 else F.mul_scalar(g, other=beta)) if need[0] else None
-    grad_a = grad_b = None
-    if need[1]:
-        grad_a = _grad_mat1(F, g, s["mat2"], s["mat1_sym_sizes"], s["mat1_sym_strides"])
-        grad_a = grad_a if alpha == 1 else F.mul_scalar(grad_a, other=alpha)
-    if need[2]:
-        grad_b = _grad_mat2(F, g, s["mat1"], s["mat2_sym_sizes"], s["mat2_sym_strides"])
-        grad_b = grad_b if alpha == 1 else F.mul_scalar(grad_b, other=alpha)
+    grad_a, grad_b = _matrix_grads(F, g, s.get("mat1"), s.get("mat2"), need[1], need[2],
+                                   (s.get("mat1_sym_sizes"), s.get("mat1_sym_strides")),
+                                   (s.get("mat2_sym_sizes"), s.get("mat2_sym_strides")))
+    if alpha != 1:
+        grad_a = grad_a if grad_a is None else F.mul_scalar(grad_a, other=alpha)
+        grad_b = grad_b if grad_b is None else F.mul_scalar(grad_b, other=alpha)
     return grad_bias, grad_a, grad_b
 
 

@@ -11,6 +11,7 @@ import collections
 import hashlib
 import math
 
+from staticgrad.compiler.coalesce import coalesce, reshaped
 from staticgrad.compiler.ir import KernelScalar
 from staticgrad.ops import OPS
 from staticgrad.runtime.kernels import LOOP_PREFIX
@@ -46,21 +47,38 @@ def _names(program: Program) -> dict:
 
 def generate(program: Program) -> str:
     """Fill ``program.kernels`` with the fused kernels' sources; return the replay source."""
-    names = _names(program)
     kernels = {}
     calls = []
     lines = {}
+    for i, (name, source, call) in _kernel_steps(program).items():
+        kernels[name] = source
+        calls.append(name)
+        lines[i] = call
+    program.kernels = kernels
+    program.kernel_calls = calls
+    return replay_source(program, lines)
+
+
+def _kernel_steps(program: Program) -> dict:
+    """{step index: (kernel name, kernel source, the call's text)} for the program's fused steps,
+    each kernel's dims coalesced where its arrays allow (compiler/coalesce.py)."""
+    names = _names(program)
+    contiguous = {names[s] for s in program.contiguous if s in names}
+    contiguous.update(n for n in names.values() if n[0] in "br")   # planned buffers, fresh results
+    contiguous.update(names[s] for s, array in program.constants.items() if array.flags.c_contiguous)
+    for step in program.steps:   # (a multi-output op's results are made C-contiguous: _statement)
+        if step.mode == MULTI and not OPS[step.op].fills_outputs:
+            contiguous.update(names.get(v, f"v{v}") for v in step.outputs)
+    shapes = program.shapes
+    steps = {}
     for i, step in enumerate(program.steps):
         if step.mode == KERNEL:
             ins = [names.get(v, f"v{v}") for v in step.inputs]
             outs = [names.get(v, f"v{v}") for v in step.outputs]
-            name, source, args = kernel_for_step(step, ins, outs)
-            kernels[name] = source
-            calls.append(name)
-            lines[i] = f"{name}({', '.join(args)})"
-    program.kernels = kernels
-    program.kernel_calls = calls
-    return replay_source(program, lines)
+            layout = ([shapes.get(v) for v in step.inputs + step.outputs], contiguous)
+            name, source, args = kernel_for_step(step, ins, outs, layout)
+            steps[i] = (name, source, f"{name}({', '.join(args)})")
+    return steps
 
 
 def replay_source(program: Program, kernel_lines: dict | None = None, timed: bool = False) -> str:
@@ -133,7 +151,8 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
         first = min(min(spec.first, len(program.steps)) for spec in members)
         allocations[first].insert(0, f"        _block = np.empty({size}, d{members[0].slot})")
     body += reading
-    kernel_lines = kernel_lines or {}
+    if kernel_lines is None:
+        kernel_lines = {i: call for i, (_, _, call) in _kernel_steps(program).items()}
     for i, step in enumerate(program.steps):
         body += allocations.pop(i, [])
         line = kernel_lines.get(i)
@@ -241,8 +260,6 @@ def _statement(step, name, shapes) -> str:
         attrs["scratch"] = _Variable(_scratch_name(step.scratch))
     ins = [name(s) for s in step.inputs]
     in_shapes = [shapes.get(s) for s in step.inputs]
-    if step.mode == KERNEL:
-        return _kernel_call(step, ins, [name(s) for s in step.outputs])
     if step.mode == MULTI and op.fills_outputs:   # the same check as an out= step's, per output
         outs = [name(s) for s in step.outputs]
         call = f"(_filled := f_{step.op}({_call_args(ins, attrs, '(' + ', '.join(outs) + ',)')}))"
@@ -271,27 +288,63 @@ def _scratch_name(working: tuple) -> str:
     return f"_z{working[0]}_{working[1]}"
 
 
-def kernel_for_step(step, names: list, outs: list) -> tuple:
+def kernel_for_step(step, names: list, outs: list, layout: tuple | None = None) -> tuple:
     """(name, source, argument list) of a fused step's kernel, given its inputs' and outputs'
-    variable names: an output named like an input is written into that input's array."""
+    variable names: an output named like an input is written into that input's array.
+    ``layout``: (the arrays' shapes, inputs then outputs; the names of the C-contiguous ones):
+    with it, the kernel's dims are coalesced where every array allows, its arrays passed reshaped."""
     attrs = dict(step.attrs)
     for attr, index in step.dynamic:
         attrs[attr] = _Variable(f"s{index}")
     kernel = attrs["kernel"]
+    dims = attrs["dims"]
     same_as = tuple(names.index(out) if out in names else None for out in outs)
     by_value = tuple(k for k in kernel.value_inputs if names[k] not in outs)
+    names, outs = list(names), list(outs)
+    if layout is not None:
+        coalesced = _coalesced(kernel, names, outs, same_as, layout[1])
+        if coalesced is not None:
+            kernel, dim_groups, array_groups = coalesced
+            dims = reshaped(dims, dim_groups)
+            shapes = layout[0]
+            for (kind, k), groups in array_groups.items():
+                shape = shapes[k if kind == "in" else len(names) + k]
+                if len(groups) != len(shape):
+                    args = names if kind == "in" else outs
+                    args[k] = f"{args[k]}.reshape({reshaped(shape, groups)!r})"
     name, source, explicit_dims = kernel_source(kernel, same_as, by_value)
     scalars = [repr(attrs[f"s{k}"]) if not isinstance(attrs[f"s{k}"], _Variable) else attrs[f"s{k}"].name
                for k in range(kernel.n_scalars)]
     ins = [f"float({n})" if k in by_value else n for k, n in enumerate(names)]
     args = ins + [o for o, alias in zip(outs, same_as) if alias is None] + scalars
-    args += [str(attrs["dims"][d]) for d in explicit_dims]
+    args += [str(dims[d]) for d in explicit_dims]
     return name, source, args
 
 
-def _kernel_call(step, ins: list, outs: list) -> str:
-    name, _, args = kernel_for_step(step, ins, outs)
-    return f"{name}({', '.join(args)})"
+# coalesce's results by (kernel object, which arguments are contiguous), the kernel held so that its id
+# stays its own: the coalesced kernel is then one object per structure, which kernel_source memoizes
+_COALESCED: dict = {}
+
+
+def _coalesced(kernel, names: list, outs: list, same_as: tuple, contiguous: set):
+    flags = (tuple(n in contiguous for n in names),
+             tuple(names[a] in contiguous if a is not None else o in contiguous for o, a in zip(outs, same_as)))
+
+    def is_contiguous(key):
+        return flags[0 if key[0] == "in" else 1][key[1]]
+
+    memo_key = (id(kernel), flags)
+    kept = _COALESCED.get(memo_key)
+    if kept is not None and kept[0] is kernel:
+        return kept[1]
+    result = coalesce(kernel, is_contiguous)
+    if result is not None and any(a is not None and result[2].get(("out", j)) != result[2].get(("in", a))
+                                  for j, a in enumerate(same_as)):
+        result = None   # (an output written into an input must be reshaped as that input is)
+    if len(_COALESCED) >= _SOURCES_KEPT:
+        _COALESCED.clear()
+    _COALESCED[memo_key] = (kernel, result)
+    return result
 
 
 def _call_args(ins: list, attrs: dict, out: str | None = None) -> str:

@@ -221,6 +221,10 @@ class CompiledFunction:
         if compiled_backward is not None:
             graph, unfused = compiled_backward.share_saved_duplicates(graph, len(record.graph.results), unfused)
         program = plan_program(graph)
+        # captured tensors' layouts are guarded (Plan's captured meta): fused kernels may take the
+        # C-contiguous ones reshaped
+        program.contiguous = frozenset(slot for slot, (kind, source) in zip(program.captured_slots, record.captured)
+                                       if kind == "tensor" and source._data.flags.c_contiguous)
         plan = Plan(record, key, graph=graph, unfused_graph=unfused, program=program,
                     compiled_replay=CompiledReplay(program, generate(program)), tree=tree, keep=keep,
                     global_guards=_global_guards(self.fn), pass_report=report, epoch=epoch,

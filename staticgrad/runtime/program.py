@@ -64,3 +64,6 @@ class Program:
     # The replay takes its inputs over: it empties the list it is given and drops each array once
     # no later step reads it (a compiled model's backward frees saved values as it goes).
     consumes_inputs: bool = False
+    # Input and captured slots whose arrays are C-contiguous on every replay (their layout is guarded):
+    # a fused kernel may take them reshaped (compiler/coalesce.py)
+    contiguous: frozenset = frozenset()

@@ -281,15 +281,20 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                         _accumulate_into_nonleaf(t, g)
             if execute is not None and node not in execute:
                 continue
-            grads_in = [buf[i][0] if i in buf else None for i in range(node._n_outputs)]
+            if node._n_outputs == 1:   # (most nodes: one output, its gradient given)
+                entry = buf.get(0)
+                grads_in = [entry[0] if entry is not None else None]
+                given_any = entry is not None
+            else:
+                grads_in = [buf[i][0] if i in buf else None for i in range(node._n_outputs)]
+                given_any = any(g is not None for g in grads_in)
             # (a double backward's node returns gradients with a graph: the engine adds them itself)
             sums = (_running_sums(node, buffers) if node.op is not None and node.op.running_sum_edges
                     and not create_graph else None)
             # (read before the node runs: a compiled node rebuilt by a double backward is rewired by its run)
             edges, input_meta = node.next_functions, node._input_meta
             grads_out = (apply_node(node, grads_in, sums, release=not retain_graph)
-                         if any(g is not None for g in grads_in) and (outside is None or id(node) not in outside)
-                         else None)
+                         if given_any and (outside is None or id(node) not in outside) else None)
             if not retain_graph:
                 node.release()
             if node._post_hooks and grads_out is not None:
@@ -307,7 +312,7 @@ def _execute(roots, root_grads, retain_graph, create_graph, targets, target_tens
                 deps[nxt] = remaining
                 if g is not None:
                     if given is None:
-                        given = {id(other) for other in grads_in if other is not None}
+                        given = {id(other) for other in grads_in if other is not None} if given_any else set()
                     owned = id(g) not in given
                     given.add(id(g))
                     meta = input_meta[i]
@@ -421,7 +426,7 @@ def apply_node(node, grads_in, running_sums=None, release: bool = False):
     else:
         saved = node.unpack_saved()
     edge_inputs = node._edge_inputs
-    needs = tuple(meta is not None for meta in node._input_meta) if edge_inputs is None else edge_inputs[1]
+    needs = tuple([meta is not None for meta in node._input_meta]) if edge_inputs is None else edge_inputs[1]
     grad = grads_in[0] if node._n_outputs == 1 else tuple(grads_in)
     if running_sums:
         return node.op.backward(F, grad, saved, node.attrs, needs, running_sums=running_sums)

@@ -247,7 +247,8 @@ def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=No
                 value = inputs[key]._data.shape
             else:
                 array = inputs[key]._data
-                value = tuple(stride // array.itemsize for stride in array.strides)
+                itemsize = array.itemsize
+                value = tuple([stride // itemsize for stride in array.strides])
             saved[slot.name] = value
             if slot.freed:
                 freeable.append(slot.name)

@@ -301,7 +301,7 @@ def kernel_for_step(step, names: list, outs: list, layout: tuple | None = None) 
     same_as = tuple(names.index(out) if out in names else None for out in outs)
     by_value = tuple(k for k in kernel.value_inputs if names[k] not in outs)
     names, outs = list(names), list(outs)
-    if layout is not None:
+    if layout is not None and None not in layout[0]:
         coalesced = _coalesced(kernel, names, outs, same_as, layout[1])
         if coalesced is not None:
             kernel, dim_groups, array_groups = coalesced

@@ -262,8 +262,12 @@ class Node(_Hookable):
             freed = {}
             for name in self._freeable:
                 value = saved.pop(name, None)
-                if type(value) is SavedTensor:
-                    value = value.shape_dtype
+                if type(value) is SavedTensor:   # (shape_dtype, inline: a compiled node frees a dozen)
+                    if value.unpack_hook is None:
+                        array = value.array if value.tensor is None else value.tensor._data
+                        value = array.shape, array.dtype
+                    else:
+                        value = value.meta
                 freed[name] = value
             self._freed = freed
             if not saved:

@@ -485,3 +485,35 @@ def test_an_op_whose_forward_ignores_out_stops_the_replay():
             f(sg.randn(3))
     finally:
         del OPS["test_doubled_ignoring_out"]
+
+
+def test_an_output_whose_graph_a_backward_inside_the_call_freed_replays_and_refuses_backward_as_eager():
+    """``return y.sum()`` after ``y``'s graph ran backward inside the step: eager returns it (a backward
+    through it fails, its saved values are gone); compiling raised that error at the first call."""
+    import torch
+
+    results = []
+    for lib, compiled in ((torch, False), (sg, False), (sg, True)):
+        w = lib.nn.Parameter(lib.ones(3, 4) * 0.5)
+        opt = lib.optim.SGD([w], lr=0.1)
+
+        def step(x, w=w, opt=opt):
+            opt.zero_grad()
+            y = x * w
+            y.mul(2).sum().backward()
+            opt.step()
+            return y.sum()
+
+        fn = sg.compile(step) if compiled else step
+        seen = []
+        for k in range(4):
+            z = fn(lib.ones(3, 4) * (k + 1))
+            with pytest.raises(RuntimeError, match=r"^Trying to backward through the graph a second time"):
+                z.backward()
+            seen.append((z.item(), type(z.grad_fn).__name__, w.detach().numpy().tolist()))
+        if compiled:
+            assert fn.stats.replays == 3
+        results.append(seen)
+    assert results[2] == results[1]
+    np.testing.assert_allclose([s[0] for s in results[1]], [s[0] for s in results[0]], rtol=1e-6)
+    assert [s[1] for s in results[1]] == [s[1] for s in results[0]]

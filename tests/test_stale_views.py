@@ -472,3 +472,71 @@ def test_a_view_made_under_no_grad_and_changed_in_place_with_grad_is_refused_as_
             view = plain.t()
         view.mul_(2)
         assert plain.sum().item() == 24.0
+
+
+NO_GRAD_VIEW_CHANGES = {
+    # a view made with grad on of a view made under no_grad, then changed in place: PyTorch names its op
+    "t": lambda v: v.t().mul_(2), "transpose": lambda v: v.transpose(0, 1).mul_(2),
+    "view": lambda v: v.view(12).add_(1), "reshape": lambda v: v.reshape(12).add_(1),
+    "unsqueeze": lambda v: v.unsqueeze(0).mul_(2), "squeeze": lambda v: v.unsqueeze(0).squeeze(0).mul_(2),
+    "narrow": lambda v: v.narrow(1, 0, 2).mul_(2), "diagonal": lambda v: v.diagonal().mul_(2),
+    "permute": lambda v: v.permute(1, 0).mul_(2), "select": lambda v: v.select(0, 1).mul_(2),
+    "getitem": lambda v: v[1:, 0].mul_(2), "expand": lambda v: v.unsqueeze(0).expand(2, 3, 4).mul_(2),
+    "view of a view of it": lambda v: v[1:].t().zero_(), "detach (not a view)": lambda v: v.detach().mul_(2),
+    "alias": lambda v: v[...].mul_(2),
+    # t[index] = value writes through the index's last view op (none for full slices or index tensors)
+    "set [1]": "[1]", "set [1:]": "[1:]", "set [:]": "[:]", "set [...]": "[...]", "set [None]": "[None]",
+    "set [1:, 0]": "[1:, 0]", "set [0, 1:]": "[0, 1:]", "set [..., 1]": "[..., 1]", "set [0:3]": "[0:3]",
+    "set [::2]": "[::2]", "set [1, None]": "[1, None]", "set [None, 1]": "[None, 1]",
+    "set [index]": "[lib.tensor([0, 2])]", "set [mask]": "[lib.tensor([True, False, True])]",
+}
+
+
+@pytest.mark.parametrize("case", list(NO_GRAD_VIEW_CHANGES))
+def test_views_of_a_view_made_under_no_grad_keep_its_refusal_with_pytorch_s_words(case):
+    """Without this a view of such a view (made with grad on) was changed in place silently, and the
+    base's gradient missed the change."""
+    change = NO_GRAD_VIEW_CHANGES[case]
+    outcomes = []
+    for lib in (torch, sg):
+        base = lib.ones(3, 4, requires_grad=True) * 2
+        with lib.no_grad():
+            view = base[0:3]
+        try:
+            if isinstance(change, str):
+                exec(f"view{change} = 5.0", {"view": view, "lib": lib})
+            else:
+                change(view)
+            outcomes.append(("done", base.detach().numpy().tolist()))
+        except RuntimeError as error:
+            outcomes.append(("refused", str(error)))
+    assert outcomes[1] == outcomes[0]
+
+
+def test_a_view_made_under_no_grad_of_a_no_grad_view_is_refused_in_the_first_words():
+    for lib in (torch, sg):
+        base = lib.ones(3, 4, requires_grad=True) * 2
+        with lib.no_grad():
+            view = base[0:3]
+            inner = view[1:]
+        with pytest.raises(RuntimeError, match=r"^A view was created in no_grad mode"):
+            inner.mul_(2)
+        with pytest.raises(RuntimeError, match=r"^Output 0 of Select is a view of a view which was created"):
+            inner[0] = 1.0
+        with lib.no_grad():   # both under no_grad: allowed, untracked
+            inner[0] = 1.0
+            view[1:].mul_(2)
+        assert base.detach().numpy()[1].tolist() == [2.0] * 4
+
+
+@pytest.mark.parametrize("index", ["[...]", "[:, :]", "[..., :]", "[:]"])
+def test_an_index_that_makes_no_view_op_gives_an_alias_as_in_pytorch(index):
+    """``a[...]`` is a new tensor sharing a's memory (AliasBackward0), not ``a`` itself; a lone ``[:]``
+    is a slice."""
+    seen = []
+    for lib in (torch, sg):
+        a = lib.ones(3, 4, requires_grad=True) * 2
+        b = eval("a" + index, {"a": a})
+        b.mul(3).sum().backward()
+        seen.append((b is a, type(b.grad_fn).__name__, b.data_ptr() == a.data_ptr(), b._version == a._version))
+    assert seen[1] == seen[0]

@@ -135,7 +135,10 @@ def _wrap_output(op: OpDef, array: np.ndarray, inputs, attrs) -> Tensor:
             root = base._base if base._base is not None else base
             t._base = root
             t._view_base_fn = root.grad_fn
-            t._view_no_grad = root._requires_grad and not GradMode.enabled
+            # made in no_grad mode (True), or with grad on of such a view (the op's name: PyTorch's error
+            # for an in-place change of it names the op); False otherwise
+            t._view_no_grad = root._requires_grad and (not GradMode.enabled or (
+                base._base is not None and base._view_no_grad and view_function_name(op, attrs)))
             # the view ops from the root to it (indexing.view_chain): None where one cannot be replayed
             # on the root alone (a view op of several tensors or results, a view of such a view)
             chain = () if base._base is None else base._view_chain
@@ -285,6 +288,24 @@ def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
     return outputs
 
 
+def view_function_name(op: OpDef, attrs) -> str:
+    """The name PyTorch gives a view op in its no_grad-view errors: its node's name without
+    "Backward0" (SelectBackward0 -> Select), or without "Backward" (SqueezeBackward1 -> Squeeze1)."""
+    name = op.node_name if op.node_name.__class__ is str else op.node_name(attrs or {})
+    return name[:-len("Backward0")] if name.endswith("Backward0") else name.replace("Backward", "")
+
+
+def raise_no_grad_view(made) -> None:
+    """PyTorch's error for an in-place change, with grad mode on, of a view made in no_grad mode
+    (``made`` True), or of a view made of such a view with grad on (``made``: its view op's name)."""
+    what = ("A view was created in no_grad mode" if made is True
+            else f"Output 0 of {made} is a view of a view which was created in no_grad mode")
+    raise RuntimeError(f"{what} and is being modified inplace with grad mode enabled. Given that this use case is "
+                       "ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view "
+                       "and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+                       "tracked) or both outside (if you want the inplace to be tracked).")
+
+
 # An in-place op on a view of a tensor in autograd, as PyTorch records it
 # (``_eager.indexing.inplace_on_view``, which puts itself here: indexing is built on this module).
 INPLACE_ON_VIEW: list = []
@@ -294,11 +315,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
     """Run ``op`` writing into ``target``'s storage (``add_``, ``mul_``, ``copy_``...)."""
     grad_on = GradMode.enabled
     if grad_on and target._base is not None and target._view_no_grad:
-        raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
-                           "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
-                           "your code by moving both the view and the inplace either both inside the no_grad block "
-                           "(if you don't want the inplace to be tracked) or both outside (if you want the inplace "
-                           "to be tracked).")
+        raise_no_grad_view(target._view_no_grad)
     if grad_on and target._requires_grad and target.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     inputs = (target,) + others

@@ -14,6 +14,7 @@ from staticgrad._eager.dispatch import (
     REGENERATE_VIEW,
     dispatch,
     dispatch_inplace,
+    raise_no_grad_view,
     snapshot,
     stale_view,
 )
@@ -166,8 +167,8 @@ def _check_mask_shape(mask: Tensor, indexed: Tensor, dim: int) -> None:
 def getitem(t: Tensor, index):
     items = _expand_ellipsis(_normalize(index, byte_masks=True), t._data.ndim)
     result, tensors = _apply_basic(t, items)
-    if not tensors:
-        return result
+    if not tensors:   # (whole slices and ``...`` make no view op: PyTorch's result is then an alias of t)
+        return dispatch(OPS["alias"], (t,), {}) if result is t else result
     if len(tensors) > MAX_INDEX_TENSORS:
         raise IndexError(f"staticgrad supports at most {MAX_INDEX_TENSORS} index tensors in one indexing expression")
     for dim, index_tensor in tensors:
@@ -238,6 +239,10 @@ def setitem(t: Tensor, index, value) -> None:
         index = None
     items = _expand_ellipsis(_normalize(index), t._data.ndim)
     _check_ints(items, t._data.shape)
+    if GradMode.enabled and t._base is not None and t._view_no_grad:
+        made = _last_view_op(items, t._data.shape)
+        if made is not None:   # PyTorch writes through that view, made with grad on of a no_grad view
+            raise_no_grad_view(made)
     template, tensors = _full_template(items)
     if tensors or any(isinstance(item, bool) for item in items):
         view_template, view_tensors = _view_then_template(items, t._data.shape)
@@ -279,6 +284,25 @@ def setitem(t: Tensor, index, value) -> None:
         raise _value_shape_error(t, template, tensors, value, exc) from None
     except IndexError as exc:  # an index tensor out of range (NumPy's axis is a dim of the view indexed)
         raise IndexError(str(exc).replace(" axis ", " dimension ")) from None
+
+
+def _last_view_op(items, shape) -> str | None:
+    """The view op PyTorch's ``t[index] = value`` writes through last, by its error name (Select,
+    Slice, Unsqueeze), for a basic index; None for an index with tensors or bools, or one that makes
+    no view (full slices only: PyTorch writes into ``t`` itself)."""
+    name, dim = None, 0
+    for item in items:
+        if item is None:
+            name = "Unsqueeze"
+        elif isinstance(item, (bool, Tensor)):
+            return None
+        elif isinstance(item, int):
+            name, dim = "Select", dim + 1
+        else:
+            if item.indices(shape[dim]) != (0, shape[dim], 1):
+                name = "Slice"
+            dim += 1
+    return name
 
 
 def _one_mask(items) -> bool:

@@ -500,6 +500,22 @@ def walk(starts):
             stack.extend(n for n, _ in reversed(node.next_functions) if n is not None and n not in seen)
 
 
+def graph_freed(fn, outside=()) -> bool:
+    """A backward freed the saved values of some node behind ``fn`` (a backward through ``fn`` would
+    reach it and fail), not looking past the nodes whose ids are in ``outside``."""
+    seen = set()
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen or id(node) in outside:
+            continue
+        seen.add(node)
+        if type(node) is not AccumulateGrad and node._released and node._freeable:
+            return True
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return False
+
+
 def graph_is_live(fn) -> bool:
     """Some node behind ``fn`` still holds what its backward needs (no backward released it)."""
     return any(type(node) is not AccumulateGrad and not node._released for node in walk([fn]))

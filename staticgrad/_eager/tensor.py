@@ -78,7 +78,8 @@ class Tensor:
         "_version_counter",
         "_view_base_fn",   # a view's: its base's grad_fn when the view was made (see dispatch.stale_view)
         "_view_chain",     # a view's: ((view op, attributes), ...) from its base to it (indexing.view_chain)
-        "_view_no_grad",   # a view's: made under no_grad of a base that requires grad (dispatch_inplace refuses)
+        "_view_no_grad",   # a view's: made under no_grad of a base that requires grad (True), or with grad on of
+                           # such a view (its op's name); dispatch_inplace refuses changes with grad on
         "grad_fn",
     )
 

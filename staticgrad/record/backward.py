@@ -31,6 +31,7 @@ from staticgrad._eager.node import (
     PassOn,
     SavedTensor,
     grad_accumulator,
+    graph_freed,
     graph_is_live,
     new_node,
     next_sequence_number,
@@ -80,7 +81,10 @@ def record_backward(tracer, flat_inputs: list, flat_outputs: list) -> BackwardTr
     there are none: the call ran its own backward, or returned no differentiable output)."""
     outputs = [(i, o) for i, o in enumerate(flat_outputs)
                if isinstance(o, Tensor) and o.grad_fn is not None and id(o) in tracer.created_ids]
-    live = [(i, o) for i, o in outputs if graph_is_live(o.grad_fn)]
+    # (an output whose graph inside the call a backward there freed is returned as released: a backward
+    # through it fails, as in eager)
+    live = [(i, o) for i, o in outputs
+            if graph_is_live(o.grad_fn) and not graph_freed(o.grad_fn, tracer.outside_nodes)]
     if not live:
         return None
     if len(live) != len(outputs):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numpy.lib.array_utils import byte_bounds
 
-from staticgrad._eager.node import AccumulateGrad, SavedTensor, graph_is_live, walk
+from staticgrad._eager.node import AccumulateGrad, SavedTensor, graph_freed, graph_is_live, walk
 from staticgrad._eager.tensor import Tensor
 from staticgrad.record.trace_record import TraceRecord
 from staticgrad.record.tracer import Tracer
@@ -138,7 +138,7 @@ def _output_info(tracer: Tracer, t: Tensor):
     fn = t.grad_fn
     if fn is None:
         return (t._requires_grad, None)
-    if graph_is_live(fn):
+    if graph_is_live(fn) and not graph_freed(fn, tracer.outside_nodes):
         tracer.fail("it returns a tensor whose autograd graph is still live, and a replay builds no graph; "
                     "call backward() inside the compiled function (compile the whole training step), "
                     "return a detached tensor, or run it under no_grad()")

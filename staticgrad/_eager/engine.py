@@ -16,6 +16,7 @@ import numpy as np
 from staticgrad._eager.creation import tensor
 from staticgrad._eager.dispatch import F, stale_view
 from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.indexing import RETAIN_GRAD
 from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, grad_accumulator, resolved
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, bump_grad_epoch
@@ -586,6 +587,8 @@ def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:
 def register_tensor_hook(t: Tensor, hook):
     if not t._requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+        stale_view(t, "register_hook")   # the hook goes on the history the view's next use has, as in PyTorch
     if t.grad_fn is None:
         if t._hooks is None:
             t._hooks = []
@@ -597,8 +600,13 @@ def register_tensor_hook(t: Tensor, hook):
 def retain_grad(t: Tensor) -> None:
     if t._retains_grad:
         return
+    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+        stale_view(t, "retain_grad")
     t._retains_grad = True
     node = t.grad_fn
     if node._retain_grad_refs is None:
         node._retain_grad_refs = []
     node._retain_grad_refs.append((t._output_nr, weakref.ref(t)))
+
+
+RETAIN_GRAD.append(retain_grad)

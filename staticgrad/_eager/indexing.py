@@ -485,11 +485,17 @@ def regenerate_view(view: Tensor) -> bool:
         GradMode.enabled = previous
     view.grad_fn, view._output_nr, view._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
     view._view_base_fn = base.grad_fn
+    if view._retains_grad and view.grad_fn is not None:   # (PyTorch keeps retain_grad on the new history)
+        view._retains_grad = False
+        RETAIN_GRAD[0](view)
     tracer = Tracing.tracer
     if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
         tracer.on_alias(fresh, view, "view")
     return True
 
+
+# engine.retain_grad, added when the engine is imported (the engine is built on this module)
+RETAIN_GRAD: list = []
 
 INPLACE_ON_VIEW.append(inplace_on_view)
 REGENERATE_VIEW.append(regenerate_view)

@@ -288,6 +288,31 @@ def dispatch_pieces(op: OpDef, input: Tensor, attrs: dict, pieces) -> tuple:
     return outputs
 
 
+def partial_overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """PyTorch's refusal test for an elementwise in-place op: two dense, non-overlapping layouts whose
+    memory ranges overlap, other than the very same elements in the same layout (``a.add_(a)``).
+    Layouts with gaps or repeats (a strided slice, an expand) are too hard to judge, and pass."""
+    if a.size == 0 or b.size == 0 or not (_dense(a) and _dense(b)):
+        return False
+    a_begin, b_begin = a.__array_interface__["data"][0], b.__array_interface__["data"][0]
+    a_end, b_end = a_begin + a.nbytes, b_begin + b.nbytes
+    if a_begin == b_begin and a_end == b_end:
+        return a.strides != b.strides
+    return a_begin < b_end and b_begin < a_end
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Its elements fill its memory range once each (C-contiguous in some order of its dims)."""
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return True
+    expected = a.itemsize
+    for stride, size in sorted((s, n) for s, n in zip(a.strides, a.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def view_function_name(op: OpDef, attrs) -> str:
     """The name PyTorch gives a view op in its no_grad-view errors: its node's name without
     "Backward0" (SelectBackward0 -> Select), or without "Backward" (SqueezeBackward1 -> Squeeze1)."""
@@ -320,6 +345,13 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     inputs = (target,) + others
     arrays = [t._data for t in inputs]
+    if others and op.kind == "elementwise":
+        written = arrays[0]
+        for a in arrays[1:]:
+            if a is not written and partial_overlap(written, a):
+                raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
+                                   "refer to a single memory location. Please clone() the tensor before performing "
+                                   "the operation.")
     cast, out_dtype = _dtypes_for(op, arrays, attrs)
     target_dtype = target._data.dtype
     if out_dtype != target_dtype and _dtypes.category_of(out_dtype) > _dtypes.category_of(target_dtype):

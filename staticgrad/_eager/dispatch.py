@@ -348,7 +348,7 @@ def dispatch_inplace(op: OpDef, target: Tensor, others: tuple, attrs: dict) -> T
     if others and op.kind == "elementwise":
         written = arrays[0]
         for a in arrays[1:]:
-            if a is not written and partial_overlap(written, a):
+            if a is not written and np.may_share_memory(written, a) and partial_overlap(written, a):
                 raise RuntimeError("unsupported operation: some elements of the input tensor and the written-to tensor "
                                    "refer to a single memory location. Please clone() the tensor before performing "
                                    "the operation.")

@@ -187,6 +187,13 @@ def stale_view(t: Tensor, where: str) -> None:
         + ". Take the view again after the in-place change, or clone it before the change.")
 
 
+def refresh_view(t: Tensor, where: str) -> None:
+    """Give ``t`` its new history first if it is a view whose base changed in place since it was
+    made (``stale_view``); ops check inline, on their hot path."""
+    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
+        stale_view(t, where)
+
+
 def _record_node(op: OpDef, inputs, attrs, outputs, original_target, versions=None):
     """Attach a Node to ``outputs`` if any differentiable input requires grad."""
     grad_inputs = op.grad_inputs

@@ -14,10 +14,9 @@ import weakref
 import numpy as np
 
 from staticgrad._eager.creation import tensor
-from staticgrad._eager.dispatch import F, stale_view
+from staticgrad._eager.dispatch import F, refresh_view
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.indexing import RETAIN_GRAD
-from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, grad_accumulator, resolved
+from staticgrad._eager.node import AccumulateGrad, PassOn, _RemovableHandle, grad_accumulator, resolved, retain_at
 from staticgrad._eager.tensor import Tensor
 from staticgrad._state import Tracing, bump_grad_epoch
 from staticgrad.ops import OPS
@@ -26,8 +25,7 @@ from staticgrad.ops.reductions import sum_to_axes
 
 
 def _root_edge(t: Tensor, index: int):
-    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
-        stale_view(t, "backward")
+    refresh_view(t, "backward")
     if t.grad_fn is not None:
         return resolved(t.grad_fn, t._output_nr)
     if t._requires_grad:
@@ -169,8 +167,7 @@ def input_edge(t: Tensor):
     """(node, input number) whose buffer collects ``t``'s gradient: its grad_fn's, or its leaf's."""
     if not isinstance(t, Tensor):
         raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
-    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
-        stale_view(t, "autograd.grad")
+    refresh_view(t, "autograd.grad")
     if t.grad_fn is not None:
         return resolved(t.grad_fn, t._output_nr)
     if not t._requires_grad:
@@ -587,8 +584,7 @@ def _accumulate_into_leaf(variable: Tensor, g: Tensor, owned: bool) -> None:
 def register_tensor_hook(t: Tensor, hook):
     if not t._requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
-        stale_view(t, "register_hook")   # the hook goes on the history the view's next use has, as in PyTorch
+    refresh_view(t, "register_hook")   # (the hook goes on the history the view's next use has, as in PyTorch)
     if t.grad_fn is None:
         if t._hooks is None:
             t._hooks = []
@@ -600,13 +596,6 @@ def register_tensor_hook(t: Tensor, hook):
 def retain_grad(t: Tensor) -> None:
     if t._retains_grad:
         return
-    if t._base is not None and t._base.grad_fn is not t._view_base_fn:
-        stale_view(t, "retain_grad")
+    refresh_view(t, "retain_grad")
     t._retains_grad = True
-    node = t.grad_fn
-    if node._retain_grad_refs is None:
-        node._retain_grad_refs = []
-    node._retain_grad_refs.append((t._output_nr, weakref.ref(t)))
-
-
-RETAIN_GRAD.append(retain_grad)
+    retain_at(t.grad_fn, t)

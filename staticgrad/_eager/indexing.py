@@ -21,6 +21,7 @@ from staticgrad._eager.dispatch import (
 from staticgrad._eager.functions import _scalar_type, expand, full_like_scalar, reshape, to_dtype, unsqueeze, view
 from staticgrad._eager.functions import fill_ as _fill_number
 from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.node import retain_at
 from staticgrad._eager.tensor import Tensor, _read_guard
 from staticgrad._state import Tracing
 from staticgrad.ops import OPS
@@ -486,16 +487,12 @@ def regenerate_view(view: Tensor) -> bool:
     view.grad_fn, view._output_nr, view._requires_grad = fresh.grad_fn, fresh._output_nr, fresh._requires_grad
     view._view_base_fn = base.grad_fn
     if view._retains_grad and view.grad_fn is not None:   # (PyTorch keeps retain_grad on the new history)
-        view._retains_grad = False
-        RETAIN_GRAD[0](view)
+        retain_at(view.grad_fn, view)
     tracer = Tracing.tracer
     if tracer is not None:   # the view now reads the base as written (a later write into it makes it stale)
         tracer.on_alias(fresh, view, "view")
     return True
 
-
-# engine.retain_grad, added when the engine is imported (the engine is built on this module)
-RETAIN_GRAD: list = []
 
 INPLACE_ON_VIEW.append(inplace_on_view)
 REGENERATE_VIEW.append(regenerate_view)

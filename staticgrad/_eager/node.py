@@ -106,7 +106,7 @@ class SavedTensor:
         """(shape, dtype) of the tensor saved, packed or not."""
         if self.unpack_hook is not None:
             return self.meta
-        data = self.data
+        data = self.array if self.tensor is None else self.tensor._data
         return data.shape, data.dtype
 
     def unpack(self, node):
@@ -262,12 +262,8 @@ class Node(_Hookable):
             freed = {}
             for name in self._freeable:
                 value = saved.pop(name, None)
-                if type(value) is SavedTensor:   # (shape_dtype, inline: a compiled node frees a dozen)
-                    if value.unpack_hook is None:
-                        array = value.array if value.tensor is None else value.tensor._data
-                        value = array.shape, array.dtype
-                    else:
-                        value = value.meta
+                if type(value) is SavedTensor:
+                    value = value.shape_dtype
                 freed[name] = value
             self._freed = freed
             if not saved:
@@ -498,6 +494,13 @@ def walk(starts):
             seen.add(node)
             yield node
             stack.extend(n for n, _ in reversed(node.next_functions) if n is not None and n not in seen)
+
+
+def retain_at(node, t) -> None:
+    """Have ``node`` keep the gradient it receives for ``t`` as ``t.grad`` (``retain_grad``)."""
+    if node._retain_grad_refs is None:
+        node._retain_grad_refs = []
+    node._retain_grad_refs.append((t._output_nr, weakref.ref(t)))
 
 
 def graph_freed(fn, outside=()) -> bool:

@@ -47,21 +47,16 @@ def _names(program: Program) -> dict:
 
 def generate(program: Program) -> str:
     """Fill ``program.kernels`` with the fused kernels' sources; return the replay source."""
-    kernels = {}
-    calls = []
-    lines = {}
-    for i, (name, source, call) in _kernel_steps(program).items():
-        kernels[name] = source
-        calls.append(name)
-        lines[i] = call
-    program.kernels = kernels
-    program.kernel_calls = calls
-    return replay_source(program, lines)
+    fused = _kernel_steps(program)
+    program.kernels = {name: source for name, source, _ in fused[0].values()}
+    program.kernel_calls = [name for name, _, _ in fused[0].values()]
+    return replay_source(program, fused)
 
 
-def _kernel_steps(program: Program) -> dict:
-    """{step index: (kernel name, kernel source, the call's text)} for the program's fused steps,
-    each kernel's dims coalesced where its arrays allow (compiler/coalesce.py)."""
+def _kernel_steps(program: Program) -> tuple:
+    """({step index: (kernel name, kernel source, the call's text)} for the program's fused steps,
+    each kernel's dims coalesced where its arrays allow (compiler/coalesce.py); the build's lines
+    making the reshaped arena buffers and constants they take, once per arena, not per call)."""
     names = _names(program)
     contiguous = {names[s] for s in program.contiguous if s in names}
     contiguous.update(n for n in names.values() if n[0] in "br")   # planned buffers, fresh results
@@ -69,23 +64,31 @@ def _kernel_steps(program: Program) -> dict:
     for step in program.steps:   # (a multi-output op's results are made C-contiguous: _statement)
         if step.mode == MULTI and not OPS[step.op].fills_outputs:
             contiguous.update(names.get(v, f"v{v}") for v in step.outputs)
+    built = {}   # reshape expression -> its name in the build
+
+    def reshaped_argument(name: str, shape: tuple) -> str:
+        expression = f"{name}.reshape({shape!r})"
+        if name[0] in "bk":   # an arena buffer or a constant: the same array on every call
+            return built.setdefault(expression, f"_c{len(built)}")
+        return expression
+
     shapes = program.shapes
     steps = {}
     for i, step in enumerate(program.steps):
         if step.mode == KERNEL:
             ins = [names.get(v, f"v{v}") for v in step.inputs]
             outs = [names.get(v, f"v{v}") for v in step.outputs]
-            layout = ([shapes.get(v) for v in step.inputs + step.outputs], contiguous)
+            layout = ([shapes.get(v) for v in step.inputs + step.outputs], contiguous, reshaped_argument)
             name, source, args = kernel_for_step(step, ins, outs, layout)
             steps[i] = (name, source, f"{name}({', '.join(args)})")
-    return steps
+    return steps, [f"    {built_name} = {expression}" for expression, built_name in built.items()]
 
 
-def replay_source(program: Program, kernel_lines: dict | None = None, timed: bool = False) -> str:
+def replay_source(program: Program, fused: tuple | None = None, timed: bool = False) -> str:
     """Source of ``build(views, constants, forwards, kernels, np)`` returning
     ``replay(inputs, captured, scalars, recycled)``; ``recycled[k]``, if not None, is an array
-    the k-th result may be written into instead of a new one. ``kernel_lines``: the kernel calls
-    already made, by step index.
+    the k-th result may be written into instead of a new one. ``fused``: ``_kernel_steps``'s
+    result, when made already.
 
     ``timed``: the profiler's twin of that function, the same lines with a clock reading between
     them; its ``build`` takes two more arguments, ``clock`` (``time.perf_counter_ns``) and ``tick``
@@ -109,6 +112,8 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
         head.append(f"    {_scratch_name(working)} = views[('scratch', {working[0]}, {working[1]})]")
     for slot in program.constants:
         head.append(f"    k{slot} = constants[{slot}]")
+    fused_steps, reshaped = fused if fused is not None else _kernel_steps(program)
+    head += reshaped
     for kernel_name in program.kernels:
         head.append(f"    {kernel_name} = kernels[{kernel_name!r}]")
     used_forwards = sorted({step.op for step in program.steps if step.mode != KERNEL})
@@ -151,11 +156,9 @@ def replay_source(program: Program, kernel_lines: dict | None = None, timed: boo
         first = min(min(spec.first, len(program.steps)) for spec in members)
         allocations[first].insert(0, f"        _block = np.empty({size}, d{members[0].slot})")
     body += reading
-    if kernel_lines is None:
-        kernel_lines = {i: call for i, (_, _, call) in _kernel_steps(program).items()}
     for i, step in enumerate(program.steps):
         body += allocations.pop(i, [])
-        line = kernel_lines.get(i)
+        line = fused_steps[i][2] if i in fused_steps else None
         if line is None:
             line = _statement(step, name, shapes)
             if i in hoisted:   # made once per arena in build; made here only if that gave a copy
@@ -291,8 +294,9 @@ def _scratch_name(working: tuple) -> str:
 def kernel_for_step(step, names: list, outs: list, layout: tuple | None = None) -> tuple:
     """(name, source, argument list) of a fused step's kernel, given its inputs' and outputs'
     variable names: an output named like an input is written into that input's array.
-    ``layout``: (the arrays' shapes, inputs then outputs; the names of the C-contiguous ones):
-    with it, the kernel's dims are coalesced where every array allows, its arrays passed reshaped."""
+    ``layout``: (the arrays' shapes, inputs then outputs; the names of the C-contiguous ones; the
+    text passing an array reshaped, ``(name, shape) -> str``): with it, the kernel's dims are
+    coalesced where every array allows, its arrays passed reshaped."""
     attrs = dict(step.attrs)
     for attr, index in step.dynamic:
         attrs[attr] = _Variable(f"s{index}")
@@ -311,7 +315,7 @@ def kernel_for_step(step, names: list, outs: list, layout: tuple | None = None) 
                 shape = shapes[k if kind == "in" else len(names) + k]
                 if len(groups) != len(shape):
                     args = names if kind == "in" else outs
-                    args[k] = f"{args[k]}.reshape({reshaped(shape, groups)!r})"
+                    args[k] = layout[2](args[k], reshaped(shape, groups))
     name, source, explicit_dims = kernel_source(kernel, same_as, by_value)
     scalars = [repr(attrs[f"s{k}"]) if not isinstance(attrs[f"s{k}"], _Variable) else attrs[f"s{k}"].name
                for k in range(kernel.n_scalars)]

@@ -216,6 +216,28 @@ def test_the_schedule_sweep_reaches_the_bound_where_greedy_by_size_does_not():
     assert pack(spans)[1] > bound == pack_sweep(spans)[1]
 
 
+def test_largest_area_first_reaches_the_bound_where_the_sweep_and_largest_first_do_not():
+    """The bench CNN's buffers (first step, last step, bytes), its convolutions' working memory one
+    step each: only the greedy order by bytes times steps packs them into the lower bound, and the
+    planner keeps the smallest of its packings."""
+    from staticgrad.compiler.planner import GREEDY_ORDERS, Lifetime
+
+    cnn = [(0, 0, 254016), (0, 29, 802816), (2, 26, 200704), (2, 28, 401408), (3, 3, 225792), (3, 24, 401408),
+           (5, 19, 100352), (5, 23, 200704), (8, 12, 1280), (12, 15, 1280), (14, 15, 1280), (15, 20, 1280),
+           (17, 23, 100352), (19, 21, 31360), (23, 24, 401408), (24, 27, 401408), (25, 25, 225792),
+           (25, 28, 200704), (26, 26, 244224), (28, 29, 802816), (29, 31, 802816), (30, 30, 256640)]
+    spans = [Lifetime(i, first, last, nbytes) for i, (first, last, nbytes) in enumerate(cnn)]
+    bound = lower_bound(spans, 32)
+    assert pack_sweep(spans)[1] > bound and pack(spans)[1] > bound
+    offsets, total = pack(spans, order=GREEDY_ORDERS[1])
+    assert total == bound
+    for a in spans:   # no two buffers live at once share a byte
+        for b in spans:
+            if a.value < b.value and a.overlaps(b):
+                start_a, start_b = offsets[a.value], offsets[b.value]
+                assert start_a + a.nbytes <= start_b or start_b + b.nbytes <= start_a
+
+
 @pytest.mark.slow
 def test_every_bench_family_s_arena_is_at_most_its_eager_peak():
     from staticgrad.bench.families import FAMILIES, as_tensors, bench_model, build, training_step

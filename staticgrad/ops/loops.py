@@ -357,6 +357,81 @@ def max_pool2d_backward(g, indices, out):
     return bad
 
 
+# ---- convolution's columns: im2col and its adjoint col2im over (N, C, H, W) -------------------
+#
+# A column array (N, C, kh, kw, OH, OW) holds, for each kernel cell (i, j), the input cell each
+# output position reads: x[y, x] with y = oy * sh + i - ph, x = ox * sw + j - pw, or zero where
+# that falls in the padding. Per output row, the valid ox form one range [lo, hi). Both loops take
+# the arrays flat and index them with unsigned offsets: a signed index makes Numba test it for
+# negative values (Python's wraparound), which keeps LLVM from vectorising the row loops (3x).
+
+@_jit_inner
+def _valid_range(j, stride, pad, size, count):
+    """[lo, hi) of the o in range(count) with 0 <= o * stride + j - pad < size (floor divisions, as
+    in Python: an empty range comes out with hi <= lo)."""
+    lo = max(0, (pad - j + stride - 1) // stride)
+    hi = min(count, (size - 1 + pad - j) // stride + 1)
+    return lo, max(lo, hi)
+
+
+@_jit
+def im2col(x, n, c, height, width, kh, kw, sh, sw, ph, pw, out_h, out_w, columns):
+    """columns (N, C, kh, kw, OH, OW) from x (N, C, H, W), both flat: a pure copy (zeros in the
+    padding), so any dtype goes through as unsigned integers of its width."""
+    zero = columns.dtype.type(0)
+    at = np.uint64(0)
+    for plane in range(n * c):
+        start = plane * height * width
+        for i in range(kh):
+            for j in range(kw):
+                lo, hi = _valid_range(j, sw, pw, width, out_w)
+                for oy in range(out_h):
+                    y = oy * sh + i - ph
+                    if y < 0 or y >= height:
+                        for ox in range(out_w):
+                            columns[at + np.uint64(ox)] = zero
+                    else:
+                        for ox in range(lo):
+                            columns[at + np.uint64(ox)] = zero
+                        source = np.uint64(start + y * width + j - pw)   # wraps where lo > 0; source + ox does not
+                        if sw == 1:
+                            for ox in range(lo, hi):
+                                columns[at + np.uint64(ox)] = x[source + np.uint64(ox)]
+                        else:
+                            for ox in range(lo, hi):
+                                columns[at + np.uint64(ox)] = x[source + np.uint64(ox * sw)]
+                        for ox in range(hi, out_w):
+                            columns[at + np.uint64(ox)] = zero
+                    at += np.uint64(out_w)
+
+
+@_jit
+def col2im(columns, n, c, height, width, kh, kw, sh, sw, ph, pw, out_h, out_w, out):
+    """out (N, C, H, W) = 0, then each column cell added onto the input cell it was read from, kernel
+    cell after kernel cell (i, then j): per input cell, NumPy's additions of one shifted window
+    after another, in the same order. Both flat, as in im2col."""
+    zero = out.dtype.type(0)
+    for k in range(out.size):
+        out[k] = zero
+    at = np.uint64(0)
+    for plane in range(n * c):
+        start = plane * height * width
+        for i in range(kh):
+            for j in range(kw):
+                lo, hi = _valid_range(j, sw, pw, width, out_w)
+                for oy in range(out_h):
+                    y = oy * sh + i - ph
+                    if 0 <= y < height:
+                        target = np.uint64(start + y * width + j - pw)
+                        if sw == 1:
+                            for ox in range(lo, hi):
+                                out[target + np.uint64(ox)] += columns[at + np.uint64(ox)]
+                        else:
+                            for ox in range(lo, hi):
+                                out[target + np.uint64(ox * sw)] += columns[at + np.uint64(ox)]
+                    at += np.uint64(out_w)
+
+
 # ---- negative log likelihood over (N, C) log-probabilities -------------------------------------
 #
 # What nll_loss's NumPy form takes about ten calls for (a mask, bounds, a fancy index, a negation),

@@ -170,3 +170,8 @@ from staticgrad._eager.integrals import corrcoef, cov, cumulative_trapezoid, tra
 from staticgrad._eager.arguments import install_numpy_keyword_names as _install_numpy_keyword_names
 
 _install_numpy_keyword_names(globals())
+
+# PyTorch's out= keyword on the functions that take it (staticgrad._eager.out_arg).
+from staticgrad._eager.out_arg import install as _install_out_keyword
+
+_install_out_keyword(globals())

@@ -16,6 +16,7 @@ import staticgrad.optim.lr_scheduler
 import staticgrad.utils.checkpoint
 import staticgrad.utils.data
 from staticgrad import nn, optim
+from staticgrad._eager.out_arg import FAMILIES as OUT_FAMILIES
 from staticgrad._eager.tensor import Tensor
 from staticgrad.nn import functional
 from staticgrad.ops import OPS
@@ -99,6 +100,11 @@ def markdown() -> str:
     parts = [HEADER]
     for title, names in _namespaces():
         parts.append(f"## {title} ({len(names)})\n\n" + ", ".join(f"`{n}`" for n in names) + "\n\n")
+    parts.append(f"## The `out=` keyword ({len(OUT_FAMILIES)} `torch.*` functions)\n\nThe result is written into `out` "
+                 "(cast to its dtype; resized, as PyTorch resizes it, if its shape differs); as in PyTorch, "
+                 "refused when grad mode is on and an argument requires grad, and when `out` overlaps an input "
+                 "where PyTorch refuses it or where PyTorch's result would depend on the order it writes in "
+                 "(`staticgrad._eager.out_arg`): " + ", ".join(f"`{n}`" for n in sorted(OUT_FAMILIES)) + "\n\n")
     parts.append("## The op table\n\nEvery op the functions above reach: its kind, the autograd node it shows as "
                  "`grad_fn`, whether it can join a fused replay kernel (it has an exact scalar form) and what "
                  "its backward saves.\n\n")

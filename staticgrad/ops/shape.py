@@ -78,16 +78,22 @@ register(OpDef("unsafe_view", lambda a, out=None, shape=(): np.reshape(a, shape)
                (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_reshape_error))
 
 
-def _transpose(a, out=None, dim0=0, dim1=1):
+def _transpose(a, out=None, dim0=0, dim1=1, inplace=False):
     """Swap two dims; on a 0-dim tensor (dims 0 and -1 allowed, as in PyTorch) an identity view."""
     return np.swapaxes(a, dim0, dim1) if a.ndim else a.view()
 
 
-register(OpDef("transpose", _transpose, "view", "TransposeBackward0",
+def _named(name: str):
+    """A view op's node name: ``name`` + "0", or + "1" for its in-place form (``inplace`` attribute:
+    x.t_(), x.unsqueeze_(0), whose node PyTorch numbers apart)."""
+    return lambda at: name + ("1" if at.get("inplace") else "0")
+
+
+register(OpDef("transpose", _transpose, "view", _named("TransposeBackward"),
                lambda F, g, s, at, need: (F.transpose(g, dim0=at["dim0"], dim1=at["dim1"]),),
                (Save("dim0", "attr:dim0", freed=False), Save("dim1", "attr:dim1", freed=False)), "same"))
 
-register(OpDef("t", lambda a, out=None: a.T, "view", "TBackward0",
+register(OpDef("t", lambda a, out=None, inplace=False: a.T, "view", _named("TBackward"),
                lambda F, g, s, at, need: (F.t(g),), (), "same"))
 
 
@@ -122,7 +128,8 @@ register(OpDef("expand", lambda a, out=None, shape=(): np.broadcast_to(a, shape)
                lambda F, g, s, at, need: (_sum_to(F, g, tuple(s["self_sym_sizes"])),),
                (Save("self_sym_sizes", "shape:0", freed=False),), "same", explain=_expand_error))
 
-register(OpDef("unsqueeze", lambda a, out=None, dim=0: np.expand_dims(a, dim), "view", "UnsqueezeBackward0",
+register(OpDef("unsqueeze", lambda a, out=None, dim=0, inplace=False: np.expand_dims(a, dim), "view",
+               _named("UnsqueezeBackward"),
                lambda F, g, s, at, need: (F.squeeze(g, dim=(at["dim"],)),),
                (Save("dim", "attr:dim", freed=False),), "same"))
 

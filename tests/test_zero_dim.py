@@ -137,6 +137,19 @@ def _shape_cases():
         yield Case("Tensor.unsqueeze_", lambda lib, a, d=dim: (a * 1).unsqueeze_(d), [X])
         yield Case("Tensor.squeeze_", lambda lib, a, d=dim: (a * 1).squeeze_(d), [X])
     yield Case("Tensor.squeeze_", lambda lib, a: (a * 1).squeeze_(), [X])
+    yield Case("Tensor.storage_offset", lambda lib, a: a * a.storage_offset(), [X])
+    # staticgrad._eager.methods_more: method forms, and in-place forms on a non-leaf
+    yield Case("Tensor.where", lambda lib, a, b: a.where(a > 0.5, b), [X, Y])
+    yield Case("Tensor.absolute", _method("absolute"), [X])
+    yield Case("Tensor.addmm", lambda lib, a, b: a.addmm(b.reshape(1, 1), b.reshape(1, 1)), [X, Y])
+    yield Case("Tensor.addmm_", lambda lib, a, b: (a * 1).addmm_(b.reshape(1, 1), b.reshape(1, 1)), [X, Y])
+    for name in ("absolute_", "sign_", "rsqrt_", "reciprocal_", "square_"):
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 1, n)(), [P])
+    for name in ("true_divide_", "fmod_", "remainder_"):
+        yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a * 1, n)(b), [P, Y])
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 1, n)(0.4), [P])
+    for name in ("tril_", "triu_"):   # PyTorch's error: fewer than 2 dims
+        yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 1, n)(), [X])
     yield Case("Tensor.T", lambda lib, a: a.T, [X])
     yield Case("Tensor.mT", lambda lib, a: a.mT, [X])
     yield Case("Tensor.mT", lambda lib, a: a.mT, [ROW])

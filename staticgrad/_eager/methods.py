@@ -251,9 +251,10 @@ from staticgrad._eager.linalg_decomp import METHODS as _LINALG_DECOMP_METHODS  #
 from staticgrad._eager.linalg_more import METHODS as _LINALG_MORE_METHODS  # noqa: E402
 from staticgrad._eager.math_extra import METHODS as _MATH_EXTRA_METHODS  # noqa: E402
 from staticgrad._eager.metadata_inplace import METHODS as _METADATA_INPLACE_METHODS  # noqa: E402
+from staticgrad._eager.methods_more import METHODS as _MORE_METHODS  # noqa: E402
 
 for _table in (_LINALG_DECOMP_METHODS, _LINALG_MORE_METHODS, _INDEXING_MORE_METHODS, _MATH_EXTRA_METHODS,
-               _INTEGRALS_METHODS, _METADATA_INPLACE_METHODS):
+               _INTEGRALS_METHODS, _METADATA_INPLACE_METHODS, _MORE_METHODS):
     METHODS.update(_table)
     for _name, _fn in _table.items():
         setattr(Tensor, _name, _fn)

@@ -1,0 +1,90 @@
+"""More Tensor methods PyTorch code calls: storage_offset, the method forms of where and addmm, absolute, and the
+in-place forms of sign, rsqrt, reciprocal, square, fmod, remainder, true_divide, tril, triu and
+addmm. Each in-place form writes into the tensor as its op's other in-place forms do
+(``dispatch_inplace``: the version bump, the leaf and overlap refusals, PyTorch's node)."""
+
+from __future__ import annotations
+
+from staticgrad._eager import functions as fn
+from staticgrad._eager.dispatch import dispatch_inplace
+from staticgrad._eager.functions import is_scalar, require_tensor
+from staticgrad._eager.grad_mode import GradMode
+from staticgrad._eager.tensor import Tensor
+from staticgrad.ops import OPS
+
+
+def _unary_inplace(name: str):
+    op = OPS[name]
+
+    def inplace(self):
+        return dispatch_inplace(op, self, (), {})
+
+    inplace.__name__ = inplace.__qualname__ = name + "_"
+    return inplace
+
+
+def _binary_inplace(name: str):
+    """``self.name_(other)`` for a tensor or a number, as the out-of-place op (casts._binary) takes them."""
+    def inplace(self, other):
+        if isinstance(other, Tensor):
+            return dispatch_inplace(OPS[name], self, (other,), {})
+        if not is_scalar(other):
+            require_tensor(other, name + "_", "other", 2)
+        return dispatch_inplace(OPS[name + "_scalar"], self, (), {"other": fn.fit_scalar(self, fn.as_scalar(other))})
+
+    inplace.__name__ = inplace.__qualname__ = name + "_"
+    return inplace
+
+
+def _triangle_inplace(name: str):
+    op = OPS[name]
+
+    def inplace(self, diagonal: int = 0):
+        require_tensor(self, name + "_")
+        if GradMode.enabled and self._requires_grad and self.grad_fn is None:   # PyTorch's first check
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if self._data.ndim < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        return dispatch_inplace(op, self, (), {"diagonal": int(diagonal)})
+
+    inplace.__name__ = inplace.__qualname__ = name + "_"
+    return inplace
+
+
+def where(self, condition, y):
+    """Tensor.where(condition, y): self where condition, else y."""
+    return fn.where(condition, self, y)
+
+
+def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    return fn.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def addmm_(self, mat1, mat2, *, beta=1, alpha=1):
+    """self = beta * self + alpha * (mat1 @ mat2), in place (AddmmBackward0), with addmm's checks."""
+    require_tensor(mat1, "addmm_", "mat1", 1)
+    require_tensor(mat2, "addmm_", "mat2", 2)
+    if self._data.shape != (mat1._data.shape[0], mat2._data.shape[-1]) or mat1._data.ndim != 2:
+        product = fn.addmm(self, mat1, mat2, beta=beta, alpha=alpha)   # raises PyTorch's error for the operands
+        raise RuntimeError(f"Bad in-place call: input tensor size {list(self._data.shape)} and output tensor size "
+                           f"{list(product._data.shape)} should match")
+    return dispatch_inplace(OPS["addmm"], self, (mat1, mat2), {"beta": beta, "alpha": alpha})
+
+
+def storage_offset(self) -> int:
+    """Elements from the start of the storage to the tensor's first: 0 for a tensor that is not a
+    view (it has its own storage), the offset into its base's memory for a view."""
+    if self._base is None:
+        return 0
+    start = self._base._data.__array_interface__["data"][0]
+    return (self._data.__array_interface__["data"][0] - start) // self._data.dtype.itemsize
+
+
+METHODS = {
+    "storage_offset": storage_offset,
+    "where": where, "addmm": addmm, "addmm_": addmm_, "absolute": fn.abs, "absolute_": fn.abs_,
+    "sign_": _unary_inplace("sign"), "rsqrt_": _unary_inplace("rsqrt"), "reciprocal_": _unary_inplace("reciprocal"),
+    "square_": lambda self: fn.pow_(self, 2), "true_divide_": fn.div_,
+    "fmod_": _binary_inplace("fmod"), "remainder_": _binary_inplace("remainder"),
+    "tril_": _triangle_inplace("tril"), "triu_": _triangle_inplace("triu"),
+}

@@ -186,3 +186,12 @@ def test_out_inside_a_compiled_function_replays_eager_bits():
         assert got.numpy().tobytes() == expected.numpy().tobytes()
         assert compiled_buffer.numpy().tobytes() == eager_buffer.numpy().tobytes()
     assert compiled.stats.replays >= 2
+
+
+def test_an_out_resized_inside_a_compiled_function_is_refused():
+    def f(x, buffer):
+        sg.add(x, 1, out=buffer)
+        return buffer * 2
+
+    with pytest.raises(sg.TraceError, match=r"add\(out=...\) resizes its out tensor"):
+        sg.compile(f)(sg.ones(2, 3), sg.empty(0))

@@ -56,7 +56,7 @@ def initial_seed() -> int:
     return _seed_of()
 
 # The training-script API: random generators, data loading (staticgrad.utils.data).
-from staticgrad._eager.creation import randperm
+from staticgrad._eager.creation import randint_like, randperm
 from staticgrad._eager.generator import Generator, default_generator, get_rng_state, seed, set_rng_state
 from staticgrad import utils
 

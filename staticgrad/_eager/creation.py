@@ -232,6 +232,19 @@ def rand_like(input, *, dtype=None, requires_grad=False) -> Tensor:
     return _factory("rand", requires_grad, shape=shape, dtype=np_dtype)
 
 
+def randint_like(input, *bounds, low=None, high=None, dtype=None, requires_grad=False, device=None,
+                 generator=None) -> Tensor:
+    """``randint_like(input, high)`` or ``randint_like(input, low, high)``: ``randint`` of input's
+    shape and (unless ``dtype``) dtype."""
+    shape, np_dtype = _like(input, dtype)
+    given_bounds = list(bounds) + [b for b in (low, high) if b is not None]
+    if len(given_bounds) not in (1, 2) or (low is not None and high is None):
+        raise invalid_arguments("randint_like", given((input, *bounds), low=low, high=high, dtype=dtype),
+                                ("Tensor input, int high, ", "Tensor input, int low, int high, "))
+    low, high = (0, given_bounds[0]) if len(given_bounds) == 1 else given_bounds
+    return _factory("randint", requires_grad, shape=shape, low=low, high=high, dtype=np_dtype, **_source(generator))
+
+
 def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, requires_grad=False,
             device=None) -> Tensor:
     """``randint(high, size)`` or ``randint(low, high, size)`` (each also by keyword): integers drawn

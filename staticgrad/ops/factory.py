@@ -127,7 +127,10 @@ register(OpDef("normal", _normal, "random", dtype_rule="attr"))
 
 
 def _randint(out=None, shape=(), low=0, high=1, dtype=None, source=None):
-    return _into(generator(source).integers(low, high, size=shape, dtype=dtype), out)
+    """Integers in [low, high), drawn as int64 and cast for a float or bool dtype (as PyTorch allows)."""
+    dtype = np.dtype(dtype if dtype is not None else np.int64)
+    drawn = generator(source).integers(low, high, size=shape, dtype=dtype if dtype.kind in "iu" else np.int64)
+    return _into(drawn.astype(dtype, copy=False), out)
 
 
 register(OpDef("randint", _randint, "random", dtype_rule="attr"))

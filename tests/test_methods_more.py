@@ -26,6 +26,8 @@ CASES = {
     "remainder_ by a tensor": lambda L, y: y.remainder_(L.tensor(X[::-1].copy())),
     "tril_": lambda L, y: y.tril_(), "triu_ 1": lambda L, y: y.triu_(1), "tril_ -1": lambda L, y: y.tril_(-1),
     "tril_ of a view": lambda L, y: y[1:].tril_(),
+    "cumsum_": lambda L, y: y.cumsum_(0), "cumprod_": lambda L, y: y.cumprod_(-1),
+    "cumsum_ then cumprod_ of a view": lambda L, y: y.t()[1:].cumsum_(1).cumprod_(0),
 }
 
 
@@ -53,17 +55,29 @@ def test_values_nodes_versions_and_gradients_match_torch(name):
     lambda L: L.ones(3, dtype=L.float64).addmm_(L.ones(3, 2, dtype=L.float64), L.ones(3, 3, dtype=L.float64)),
     lambda L: L.ones(3).addmm_(L.ones(3, 2), L.ones(2, 3)),
     lambda L: L.ones(3).fmod_("a"),
+    lambda L: L.tensor([1.0, 2.0]).cumsum_(0, dtype=L.float64),
+    lambda L: L.tensor([1, 2]).cumprod_(0, dtype=L.float32),
+    lambda L: L.ones(3).cumsum_(1),
+    lambda L: L.ones(3, requires_grad=True).cumprod_(0),
 ], ids=["leaf sign_", "1-d tril_", "leaf-free tril_", "tril_ ok", "addmm_ shapes", "addmm_ broadcast self",
-        "fmod_ of a string"])
+        "fmod_ of a string", "cumsum_ dtype", "cumprod_ dtype", "cumsum_ dim", "leaf cumprod_"])
 def test_errors_match_torch(call):
     outcomes = []
     for lib in (torch, sg):
         try:
             call(lib)
             outcomes.append("ok")
-        except (RuntimeError, TypeError) as exc:
+        except (RuntimeError, TypeError, IndexError) as exc:
             outcomes.append((type(exc).__name__, str(exc).split("\n")[0]))
     assert outcomes[0] == outcomes[1] or (outcomes[0][0] == outcomes[1][0] == "TypeError")
+
+
+def test_integer_and_bool_scans_in_place_as_torch():
+    for lib in (torch, sg):
+        t = lib.tensor([1, 2, 3], dtype=lib.int32)
+        assert t.cumsum_(0).tolist() == [1, 3, 6] and t.dtype == lib.int32 and t._version == 1
+        with pytest.raises(NotImplementedError, match="cumsum_out_cpu"):
+            lib.tensor([True, False]).cumsum_(0)
 
 
 def test_storage_offset_counts_elements_into_the_base():

@@ -148,6 +148,9 @@ def _shape_cases():
     for name in ("true_divide_", "fmod_", "remainder_"):
         yield Case(f"Tensor.{name}", lambda lib, a, b, n=name: getattr(a * 1, n)(b), [P, Y])
         yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 1, n)(0.4), [P])
+    for name in ("cumsum_", "cumprod_"):
+        for dim in (0, -1):
+            yield Case(f"Tensor.{name}", lambda lib, a, n=name, d=dim: getattr(a * 1, n)(d), [P])
     for name in ("tril_", "triu_"):   # PyTorch's error: fewer than 2 dims
         yield Case(f"Tensor.{name}", lambda lib, a, n=name: getattr(a * 1, n)(), [X])
     yield Case("Tensor.T", lambda lib, a: a.T, [X])

@@ -1,16 +1,19 @@
 """More Tensor methods PyTorch code calls: storage_offset, the method forms of where and addmm, absolute, and the
-in-place forms of sign, rsqrt, reciprocal, square, fmod, remainder, true_divide, tril, triu and
-addmm. Each in-place form writes into the tensor as its op's other in-place forms do
+in-place forms of sign, rsqrt, reciprocal, square, fmod, remainder, true_divide, tril, triu, cumsum,
+cumprod and addmm. Each in-place form writes into the tensor as its op's other in-place forms do
 (``dispatch_inplace``: the version bump, the leaf and overlap refusals, PyTorch's node)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch_inplace
 from staticgrad._eager.functions import is_scalar, require_tensor
 from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.tensor import Tensor
+from staticgrad._eager.tensor import Tensor, _normalize_dim
 from staticgrad.ops import OPS
+from staticgrad.ops import dtypes as _dtypes
 
 
 def _unary_inplace(name: str):
@@ -46,6 +49,25 @@ def _triangle_inplace(name: str):
         if self._data.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
         return dispatch_inplace(op, self, (), {"diagonal": int(diagonal)})
+
+    inplace.__name__ = inplace.__qualname__ = name + "_"
+    return inplace
+
+
+def _scan_inplace(name: str):
+    """``self.name_(dim)``: the scan written into self (cumsum_, cumprod_)."""
+    op = OPS[name]
+
+    def inplace(self, dim, *, dtype=None):
+        require_tensor(self, name + "_")
+        wanted = self._data.dtype if dtype is None else np.dtype(_dtypes.to_numpy_dtype(dtype))
+        if wanted != self._data.dtype:
+            names = [_dtypes.CPP_TYPE_NAMES.get(d.name, d.name) for d in (self._data.dtype, wanted)]
+            raise RuntimeError(f"Bad in-place call: input tensor dtype {names[0]} and output tensor dtype "
+                               f"{names[1]} should match")
+        if self._data.dtype == np.bool_:
+            raise NotImplementedError(f'"{name}_out_cpu" not implemented for \'Bool\'')
+        return dispatch_inplace(op, self, (), {"dim": _normalize_dim(dim, self._data.ndim)})
 
     inplace.__name__ = inplace.__qualname__ = name + "_"
     return inplace
@@ -87,4 +109,5 @@ METHODS = {
     "square_": lambda self: fn.pow_(self, 2), "true_divide_": fn.div_,
     "fmod_": _binary_inplace("fmod"), "remainder_": _binary_inplace("remainder"),
     "tril_": _triangle_inplace("tril"), "triu_": _triangle_inplace("triu"),
+    "cumsum_": _scan_inplace("cumsum"), "cumprod_": _scan_inplace("cumprod"),
 }

@@ -5,22 +5,34 @@ pastes: ``.type()``, ``.type(dtype)``, ``.to(...)`` in all its forms, ``.view(dt
 from __future__ import annotations
 
 from staticgrad._eager import functions as fn
-from staticgrad._eager.dispatch import dispatch
+from staticgrad._eager.dispatch import dispatch, dispatch_inplace
 from staticgrad._eager.functions import full_like_scalar, is_scalar, require_tensor
 from staticgrad._eager.tensor import Device, Tensor
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
 
 
+def _tensor_operands(name: str, input: Tensor, other) -> tuple:
+    """(op, inputs, attrs) of ``name`` on a tensor and a tensor or a number, the number wrapped as
+    PyTorch wraps it."""
+    if isinstance(other, Tensor):
+        return OPS[name], (input, other), {}
+    if not is_scalar(other):
+        require_tensor(other, name, "other", 2)
+    return OPS[name + "_scalar"], (input,), {"other": fn.fit_scalar(input, fn.as_scalar(other))}
+
+
+def binary_inplace(name: str, input: Tensor, other) -> Tensor:
+    """``input.name_(other)``: the op written into ``input`` (fmod_, remainder_)."""
+    op, inputs, attrs = _tensor_operands(name, input, other)
+    return dispatch_inplace(op, input, inputs[1:], attrs)
+
+
 def _binary(name: str, input, other):
     """``name`` on (tensor, tensor), (tensor, number) or (number, tensor), the number wrapped as
     PyTorch wraps it."""
     if isinstance(input, Tensor):
-        if isinstance(other, Tensor):
-            return dispatch(OPS[name], (input, other), {})
-        if not is_scalar(other):
-            require_tensor(other, name, "other", 2)
-        return dispatch(OPS[name + "_scalar"], (input,), {"other": fn.fit_scalar(input, fn.as_scalar(other))})
+        return dispatch(*_tensor_operands(name, input, other))
     if not is_scalar(input):
         require_tensor(input, name)
     require_tensor(other, name, "other", 2)

@@ -993,8 +993,9 @@ def _unary_inplace(name):
     return fn
 
 
-exp_, tanh_, sigmoid_, relu_, sqrt_, neg_, abs_, log_ = (
-    _unary_inplace(n) for n in ("exp", "tanh", "sigmoid", "relu", "sqrt", "neg", "abs", "log"))
+exp_, tanh_, sigmoid_, relu_, sqrt_, neg_, abs_, log_, sign_, rsqrt_, reciprocal_ = (
+    _unary_inplace(n) for n in ("exp", "tanh", "sigmoid", "relu", "sqrt", "neg", "abs", "log", "sign", "rsqrt",
+                                "reciprocal"))
 
 
 def pow_(input, exponent):
@@ -1025,22 +1026,26 @@ def masked_fill_(input: Tensor, mask: Tensor, value) -> Tensor:
     return dispatch_inplace(OPS["masked_fill"], input, (mask,), mask_attrs(mask, value))
 
 
-def _triangle(name: str):
+def _triangle(name: str, inplace: bool = False):
+    """torch.triu / tril, or (``inplace``) Tensor.triu_ / tril_."""
     op = OPS[name]
 
     def fn(input: Tensor, diagonal: int = 0) -> Tensor:
         require_tensor(input, name)
+        if inplace and GradMode.enabled and input._requires_grad and input.grad_fn is None:   # PyTorch's first check
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if input._data.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        return dispatch(op, (input,), {"diagonal": int(diagonal)})
+        attrs = {"diagonal": int(diagonal)}
+        return dispatch_inplace(op, input, (), attrs) if inplace else dispatch(op, (input,), attrs)
 
-    fn.__name__ = name
+    fn.__name__ = name + ("_" if inplace else "")
     fn.__doc__ = f"torch.{name}: the {'upper' if name == 'triu' else 'lower'} triangle of the last two dims."
     return fn
 
 
-triu = _triangle("triu")
-tril = _triangle("tril")
+triu, tril = _triangle("triu"), _triangle("tril")
+triu_, tril_ = _triangle("triu", inplace=True), _triangle("tril", inplace=True)
 
 
 # ---- div with a rounding mode (the ops live in staticgrad.ops.casts) ------------------------------

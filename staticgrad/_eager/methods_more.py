@@ -7,51 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from staticgrad._eager import casts
 from staticgrad._eager import functions as fn
 from staticgrad._eager.dispatch import dispatch_inplace
-from staticgrad._eager.functions import is_scalar, require_tensor
-from staticgrad._eager.grad_mode import GradMode
-from staticgrad._eager.tensor import Tensor, _normalize_dim
+from staticgrad._eager.functions import require_tensor
+from staticgrad._eager.tensor import _normalize_dim
 from staticgrad.ops import OPS
 from staticgrad.ops import dtypes as _dtypes
-
-
-def _unary_inplace(name: str):
-    op = OPS[name]
-
-    def inplace(self):
-        return dispatch_inplace(op, self, (), {})
-
-    inplace.__name__ = inplace.__qualname__ = name + "_"
-    return inplace
-
-
-def _binary_inplace(name: str):
-    """``self.name_(other)`` for a tensor or a number, as the out-of-place op (casts._binary) takes them."""
-    def inplace(self, other):
-        if isinstance(other, Tensor):
-            return dispatch_inplace(OPS[name], self, (other,), {})
-        if not is_scalar(other):
-            require_tensor(other, name + "_", "other", 2)
-        return dispatch_inplace(OPS[name + "_scalar"], self, (), {"other": fn.fit_scalar(self, fn.as_scalar(other))})
-
-    inplace.__name__ = inplace.__qualname__ = name + "_"
-    return inplace
-
-
-def _triangle_inplace(name: str):
-    op = OPS[name]
-
-    def inplace(self, diagonal: int = 0):
-        require_tensor(self, name + "_")
-        if GradMode.enabled and self._requires_grad and self.grad_fn is None:   # PyTorch's first check
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        if self._data.ndim < 2:
-            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        return dispatch_inplace(op, self, (), {"diagonal": int(diagonal)})
-
-    inplace.__name__ = inplace.__qualname__ = name + "_"
-    return inplace
 
 
 def _scan_inplace(name: str):
@@ -105,9 +67,10 @@ def storage_offset(self) -> int:
 METHODS = {
     "storage_offset": storage_offset,
     "where": where, "addmm": addmm, "addmm_": addmm_, "absolute": fn.abs, "absolute_": fn.abs_,
-    "sign_": _unary_inplace("sign"), "rsqrt_": _unary_inplace("rsqrt"), "reciprocal_": _unary_inplace("reciprocal"),
+    "sign_": fn.sign_, "rsqrt_": fn.rsqrt_, "reciprocal_": fn.reciprocal_,
     "square_": lambda self: fn.pow_(self, 2), "true_divide_": fn.div_,
-    "fmod_": _binary_inplace("fmod"), "remainder_": _binary_inplace("remainder"),
-    "tril_": _triangle_inplace("tril"), "triu_": _triangle_inplace("triu"),
+    "fmod_": lambda self, other: casts.binary_inplace("fmod", self, other),
+    "remainder_": lambda self, other: casts.binary_inplace("remainder", self, other),
+    "tril_": fn.tril_, "triu_": fn.triu_,
     "cumsum_": _scan_inplace("cumsum"), "cumprod_": _scan_inplace("cumprod"),
 }

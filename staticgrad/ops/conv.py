@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from staticgrad.ops.elementwise import fill_outputs, loop_output
+from staticgrad.ops.elementwise import fill_outputs, loop_output, loop_result
 from staticgrad.ops.registry import OpDef, Save, jit_loops, register
 from staticgrad.ops.scratch import Scratch, scratch_bytes
 from staticgrad.ops.shape import reshape_back
@@ -42,12 +42,24 @@ def _geometry(x_shape, kernel_size, stride, padding) -> tuple:
             pool_output_size(h, kh, sh, ph), pool_output_size(w, kw, sw, pw))
 
 
+def _attr_geometry(x_shape, kernel_size, attrs) -> tuple:
+    """_geometry with the stride and padding of an op's attributes (its temporaries' sizers)."""
+    return _geometry(x_shape, kernel_size, attrs.get("stride", (1, 1)), attrs.get("padding", (0, 0)))
+
+
 def _chunk_columns(geometry, dtype) -> tuple:
     """The shape of one chunk's columns (samples, C * kh * kw, OH * OW): as many samples as fit in
     _COLUMNS_BUDGET bytes, at least one (none for an empty batch)."""
     n, c, _, _, kh, kw, _, _, _, _, oh, ow = geometry
     sample = c * kh * kw * oh * ow * np.dtype(dtype).itemsize
     return min(n, max(1, _COLUMNS_BUDGET // max(sample, 1))), c * kh * kw, oh * ow
+
+
+def _chunks(n: int, columns):
+    """(start, part) per chunk of a batch of ``n``: part, the first rows of ``columns`` (one chunk's
+    temporary), as many as the chunk has samples."""
+    for start in range(0, n, max(len(columns), 1)):
+        yield start, columns[:min(len(columns), n - start)]
 
 
 def _column_chunks(x, geometry, columns):
@@ -59,8 +71,7 @@ def _column_chunks(x, geometry, columns):
         return
     bits = _BITS[x.dtype.itemsize]
     samples = np.ascontiguousarray(x).reshape(n, -1).view(bits)
-    for start in range(0, n, len(columns)):
-        part = columns[:min(len(columns), n - start)]
+    for start, part in _chunks(n, columns):
         if part.size:
             jit_loops().im2col(samples[start:start + len(part)].reshape(-1), len(part), *geometry[1:],
                                part.reshape(-1).view(bits))
@@ -106,13 +117,6 @@ def _write(result, out):
     return out
 
 
-def _direct(out, dtype, *inputs) -> bool:
-    """Whether an op filling its result chunk by chunk, while still reading its inputs, may write
-    into ``out`` itself: C-contiguous, of the result's dtype, sharing memory with no input."""
-    return (out is not None and out.dtype == dtype and out.flags.c_contiguous
-            and not any(a is not None and np.may_share_memory(out, a) for a in inputs))
-
-
 # ---- conv2d(input, weight[, bias]) -------------------------------------------------------------
 
 def _conv2d(x, weight, bias=None, out=None, stride=(1, 1), padding=(0, 0), scratch=None):
@@ -120,16 +124,15 @@ def _conv2d(x, weight, bias=None, out=None, stride=(1, 1), padding=(0, 0), scrat
     geometry = _geometry(x.shape, weight.shape[2:], stride, padding)
     oh, ow = geometry[-2:]
     dtype = np.result_type(weight, x)
-    direct = _direct(out, dtype, x, weight, bias)
-    product = (out if direct else np.empty((n, o, oh, ow), dtype)).reshape(n, o, oh * ow)
+    # written chunk by chunk while x is still read: into out only if it shares memory with no input
+    product = loop_output(n * o * oh * ow, dtype, out, (x, weight, bias)).reshape(n, o, oh * ow)
     kernel = weight.reshape(o, -1)
     columns = Scratch(scratch).take(_chunk_columns(geometry, x.dtype), x.dtype)
     for start, part in _column_chunks(x, geometry, columns):
         np.matmul(kernel, part, out=product[start:start + len(part)])
     if bias is not None:
         np.add(product, bias.reshape(o, 1), out=product)
-    result = product.reshape(n, o, oh, ow)
-    return out if direct else _write(result, out)
+    return loop_result(product, (n, o, oh, ow), dtype, out)
 
 
 def _conv2d_backward(F, g, s, at, need):
@@ -145,7 +148,7 @@ def _conv2d_backward(F, g, s, at, need):
 # PyTorch saves input and weight whichever of them needs a gradient; in training both are alive
 # anyway (the batch or an activation, and a parameter), so saving them costs nothing extra.
 def _conv2d_temporaries(in_shapes, in_dtypes, attrs) -> list:
-    geometry = _geometry(in_shapes[0], in_shapes[1][2:], attrs.get("stride", (1, 1)), attrs.get("padding", (0, 0)))
+    geometry = _attr_geometry(in_shapes[0], in_shapes[1][2:], attrs)
     return [(_chunk_columns(geometry, in_dtypes[0]), in_dtypes[0])]
 
 
@@ -162,15 +165,14 @@ def _conv2d_input_grad(g, weight, out=None, input_size=(1, 1), stride=(1, 1), pa
     _, c, kh, kw = weight.shape
     dtype = np.result_type(weight, g)
     geometry = _geometry((n, c, *input_size), (kh, kw), stride, padding)
-    direct = _direct(out, dtype, g, weight)
-    result = out if direct else np.empty((n, c, *input_size), dtype)
+    shape = (n, c, *input_size)
+    result = loop_output(math.prod(shape), dtype, out, (g, weight)).reshape(shape)
     kernel, grads = weight.reshape(o, -1).T, g.reshape(n, o, oh * ow)
     columns = Scratch(scratch).take(_chunk_columns(geometry, dtype), dtype)
-    for start in range(0, n, max(len(columns), 1)):
-        stop = min(start + len(columns), n)
-        part = np.matmul(kernel, grads[start:stop], out=columns[:stop - start])
-        _col2im(part, result[start:stop], geometry)
-    return out if direct else _write(result, out)
+    for start, part in _chunks(n, columns):
+        np.matmul(kernel, grads[start:start + len(part)], out=part)
+        _col2im(part, result[start:start + len(part)], geometry)
+    return loop_result(result, shape, dtype, out)
 
 
 def _conv2d_input_grad_backward(F, gg, s, at, need):
@@ -184,8 +186,7 @@ def _conv2d_input_grad_backward(F, gg, s, at, need):
 
 def _conv2d_input_grad_temporaries(in_shapes, in_dtypes, attrs) -> list:
     (n, _, _, _), (_, c, kh, kw) = in_shapes[:2]
-    geometry = _geometry((n, c, *attrs.get("input_size", (1, 1))), (kh, kw), attrs.get("stride", (1, 1)),
-                         attrs.get("padding", (0, 0)))
+    geometry = _attr_geometry((n, c, *attrs.get("input_size", (1, 1))), (kh, kw), attrs)
     dtype = np.result_type(*in_dtypes[:2])
     return [(_chunk_columns(geometry, dtype), dtype)]
 
@@ -207,8 +208,8 @@ def _conv2d_weight_grad(g, x, out=None, kernel_size=(1, 1), stride=(1, 1), paddi
     temporaries = Scratch(scratch)
     columns = temporaries.take(_chunk_columns(geometry, x.dtype), x.dtype)
     products = temporaries.take((len(columns), o, columns.shape[1]), dtype)
-    direct = _direct(out, dtype, g, x)
-    total = (out if direct else np.empty((o, x.shape[1], *kernel_size), dtype)).reshape(o, -1)
+    shape = (o, x.shape[1], *kernel_size)
+    total = loop_output(math.prod(shape), dtype, out, (g, x)).reshape(o, -1)
     grads = g.reshape(n, o, oh * ow)
     if n == 0:
         total.fill(0)
@@ -218,8 +219,7 @@ def _conv2d_weight_grad(g, x, out=None, kernel_size=(1, 1), stride=(1, 1), paddi
             np.sum(chunk, axis=0, out=total)
         else:
             total += chunk.sum(axis=0)
-    result = total.reshape(o, x.shape[1], *kernel_size)
-    return out if direct else _write(result, out)
+    return loop_result(total, shape, dtype, out)
 
 
 def _conv2d_weight_grad_backward(F, gg, s, at, need):
@@ -233,8 +233,7 @@ def _conv2d_weight_grad_backward(F, gg, s, at, need):
 
 def _conv2d_weight_grad_temporaries(in_shapes, in_dtypes, attrs) -> list:
     (_, o, _, _), x_shape = in_shapes[:2]
-    geometry = _geometry(x_shape, attrs.get("kernel_size", (1, 1)), attrs.get("stride", (1, 1)),
-                         attrs.get("padding", (0, 0)))
+    geometry = _attr_geometry(x_shape, attrs.get("kernel_size", (1, 1)), attrs)
     columns = _chunk_columns(geometry, in_dtypes[1])
     return [(columns, in_dtypes[1]), ((columns[0], o, columns[1]), np.result_type(*in_dtypes[:2]))]
 
